@@ -1,0 +1,133 @@
+"""Wire models: what callers send (ErrorReport) and what they get back (Classification).
+
+Field names are part of the public contract (DESIGN.md); change them only with it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+REPORT_KEY_FIELDS = ("message", "raw", "type", "code", "status")
+
+
+class Action(StrEnum):
+    """What the caller should do next: a closed vocabulary agents can switch on."""
+
+    retry = "retry"
+    retry_with_backoff = "retry_with_backoff"
+    fix_arguments = "fix_arguments"
+    discover_tool = "discover_tool"
+    repair_tool_call = "repair_tool_call"
+    provide_credentials = "provide_credentials"
+    reauthenticate = "reauthenticate"
+    top_up_credits = "top_up_credits"
+    switch_model = "switch_model"
+    check_input = "check_input"
+    escalate = "escalate"
+    none = "none"
+
+
+class NotificationStatus(StrEnum):
+    queued = "queued"
+    throttled = "throttled"
+    silenced = "silenced"
+    no_recipient = "no_recipient"
+    dropped = "dropped"
+    none = "none"
+    disabled = "disabled"
+
+
+class ErrorReport(BaseModel):
+    """One error as a service hit it. Every field is optional, but at least one of
+    message, raw, type, code or status must carry something."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {
+                    "message": "Error code: 429 - {'error': {'message': 'You exceeded your current quota, "
+                    "please check your plan and billing details.', 'type': 'insufficient_quota', "
+                    "'param': None, 'code': 'insufficient_quota'}}",
+                    "source": "agent-runner",
+                    "context": {"user_email": "dev@example.com", "work_id": "w-42"},
+                },
+                {"raw": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
+            ]
+        },
+    )
+
+    message: str | None = Field(None, description="The error message as rendered (str(exc)).")
+    type: str | None = Field(None, description="Exception or error type name, e.g. RateLimitError.")
+    code: str | int | None = Field(None, description="Error code, e.g. insufficient_quota.")
+    status: int | None = Field(None, ge=100, le=599, description="HTTP status of the failing call.")
+    provider: str | None = Field(None, max_length=100, description="Caller's provider hint; wins over detection.")
+    tool: str | None = Field(None, max_length=200, description="Name of the tool that was called.")
+    source: str | None = Field(None, max_length=200, description="The reporting service.")
+    attempt: int | None = Field(None, ge=1, le=1000, description="1-based try number of the failing call.")
+    context: dict[str, Any] | None = Field(
+        None, description="user_id, user_email, work_id, work_name, step_id, optional, available_tools, ..."
+    )
+    raw: Any = Field(None, description="The original error body or object, any JSON.")
+
+    @model_validator(mode="after")
+    def _has_content(self) -> ErrorReport:
+        if all(getattr(self, name) in (None, "") for name in REPORT_KEY_FIELDS):
+            raise ValueError(f"a report needs at least one of {', '.join(REPORT_KEY_FIELDS)}")
+        return self
+
+
+class BatchRequest(BaseModel):
+    errors: list[ErrorReport] = Field(..., min_length=1, max_length=1000)
+
+
+class Recovery(BaseModel):
+    action: Action = Action.none
+    max_attempts: int = 1
+    attempts_left: int = 0
+    backoff_ms: list[int] = Field(default_factory=list)
+    retry_hint: str | None = None
+    alternatives: list[Any] = Field(default_factory=list)
+    examples: list[Any] = Field(default_factory=list)
+    feedback_hint: str | None = None
+    suggested_tools: list[str] = Field(default_factory=list)
+
+
+class NotificationOutcome(BaseModel):
+    status: NotificationStatus = NotificationStatus.none
+    route: str | None = None
+    channels: list[str] = Field(default_factory=list)
+
+
+class Classification(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    id: str
+    class_: str = Field(..., alias="class")
+    reason: str
+    provider: str | None
+    provider_kind: str | None
+    retryable: bool
+    rule: str | None
+    recovery: Recovery
+    details: dict[str, Any] = Field(default_factory=dict)
+    rules_version: str
+    explain: dict[str, Any] | None = Field(None, description="Only with ?explain=true.")
+    notification: NotificationOutcome | None = Field(None, description="Only on /v1/errors.")
+
+
+class BatchResponse(BaseModel):
+    results: list[Classification]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[dict[str, Any]] | None = None

@@ -1,0 +1,381 @@
+"""Raw payload -> NormalizedError: the fields rules match on, dug out of whatever shape arrived.
+
+Pure: no I/O, no clock, no settings. Fields the caller set win over anything found in
+`raw`; inside `raw`, the first value found (outermost first) wins. Shapes recognised:
+provider error bodies (OpenAI, Anthropic, Google, OpenRouter, Ollama, GitHub, GitLab,
+Bitbucket), serialized SDK errors (Vercel AI SDK), MCP tool results with JSON text,
+JSON-RPC errors, pipeline step-failed events, zero-result success bodies, and messages
+that embed a JSON body or a Python dict repr.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.models import ErrorReport
+from service.redact import redact, redact_value
+
+MESSAGE_CAP = 16 * 1024  # longer messages are matched on their head and tail
+_EMBEDDED_CAP = 64 * 1024  # largest embedded body we try to parse
+_MAX_DEPTH = 12
+
+SHAPE_PLAIN = "plain"
+SHAPE_PROVIDER_BODY = "provider_body"
+SHAPE_SDK_ERROR = "sdk_error"
+SHAPE_MCP_RESULT = "mcp_result"
+SHAPE_EMPTY_RESULT = "empty_result"
+SHAPE_PIPELINE_STEP = "pipeline_step"
+
+_STATUS_IN_MESSAGE = (
+    re.compile(r"\berror code:?\s*([45]\d\d)\b", re.I),
+    re.compile(r"\bstatus(?:[ _]?code)?[\s:=]+([45]\d\d)\b", re.I),
+    re.compile(r"\bHTTP(?:/\d(?:\.\d)?)?[\s:]+([45]\d\d)\b"),
+    re.compile(r"^\s*(?:\w+(?:\.\w+)*(?:Error|Exception):\s*)?([45]\d\d)\b(?=[\s:{-])"),
+    re.compile(
+        r"\b([45]\d\d)[\s:-]+(?:Too Many Requests|Unauthorized|Forbidden|Not Found|Payment Required|Bad Request"
+        r"|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Request Timeout|Conflict)\b",
+        re.I,
+    ),
+)
+_HOST_IN_TEXT = re.compile(
+    r"(?:https?|wss?|ssh|git)://(?:[^@/\s]+@)?([a-z0-9.-]+)|(?:\bgit@)([a-z0-9.-]+):"
+    r"|\b((?:[a-z0-9-]+\.)+(?:com|ai|io|org|net|dev|co|cloud|app))\b",
+    re.I,
+)
+_RETRY_IN_TEXT = re.compile(
+    r"(?:try again|retry|retrying|wait|reset)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|secs|seconds?|m|mins?|minutes?)\b",
+    re.I,
+)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9_.:/-]{1,80}$")
+_RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows")
+_RESULT_COUNTS = ("total", "total_count", "totalCount", "count", "totalResults", "total_results")
+_META_KEYS = ("examples", "alternatives", "retry_hint", "feedback_hint")
+
+
+@dataclass(slots=True)
+class NormalizedError:
+    """What the rule engine sees. Text is redacted and capped; codes and types may be several."""
+
+    message: str = ""
+    types: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
+    status: int | None = None
+    provider_hint: str | None = None
+    tool: str | None = None
+    source: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    shape: str = SHAPE_PLAIN
+    param: str | None = None
+    retry_after_ms: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    pipeline: dict[str, Any] | None = None
+    attempt: int | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+def normalize(report: ErrorReport) -> NormalizedError:
+    """Build the NormalizedError for one report. Never raises on any JSON input."""
+    found = NormalizedError(
+        status=report.status,
+        provider_hint=report.provider.strip().lower() or None if report.provider else None,
+        tool=report.tool or None,
+        source=report.source or None,
+        attempt=report.attempt,
+        context=report.context or {},
+    )
+    message = report.message or ""
+    _add(found.types, report.type)
+    _add(found.codes, report.code)
+    if report.raw is not None:
+        _absorb_raw(report.raw, found, message_set=bool(message))
+    if message:
+        found.message = message
+    if found.message:
+        _absorb_message(found)
+    found.message = redact(_cap(found.message))
+    if found.meta:
+        found.meta = redact_value(found.meta)
+    return found
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MESSAGE_CAP:
+        return text
+    half = MESSAGE_CAP // 2
+    return f"{text[:half]}\n…\n{text[-half:]}"
+
+
+def _add(values: list[str], value: Any) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        value = str(value)
+    if isinstance(value, str):
+        value = value.strip()
+        if value and len(value) <= 200 and value not in values:
+            values.append(value)
+
+
+def _set_status(found: NormalizedError, value: Any) -> None:
+    if found.status is not None or isinstance(value, bool):
+        return
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and 100 <= value <= 599:
+        found.status = value
+
+
+def _set_message(found: NormalizedError, value: Any) -> None:
+    if not found.message and isinstance(value, str) and value.strip():
+        found.message = value.strip()
+
+
+def _absorb_raw(raw: Any, found: NormalizedError, message_set: bool) -> None:
+    if isinstance(raw, str):
+        parsed = _parse_json_text(raw)
+        if parsed is None:
+            if not message_set:
+                _set_message(found, raw)
+            return
+        raw = parsed
+    if isinstance(raw, dict):
+        found.shape = SHAPE_PROVIDER_BODY
+        _absorb_dict(raw, found, 0)
+        if not found.message and not found.codes and not found.types and _is_empty_result(raw):
+            found.shape = SHAPE_EMPTY_RESULT
+    elif isinstance(raw, list):
+        for item in raw[:20]:
+            if isinstance(item, dict):
+                _absorb_dict(item, found, 1)
+
+
+def _parse_json_text(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[" or len(stripped) > _EMBEDDED_CAP:
+        return None
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _absorb_dict(obj: dict[str, Any], found: NormalizedError, depth: int) -> None:
+    """Read one JSON object; recurse into the places errors nest."""
+    if depth > _MAX_DEPTH:
+        return
+    if _absorb_pipeline_event(obj, found):
+        return
+    _absorb_mcp(obj, found, depth)
+    error = obj.get("error")
+    if isinstance(error, dict):
+        _absorb_dict(error, found, depth + 1)
+    elif isinstance(error, str):
+        _absorb_error_string(obj, error, found)
+    _absorb_fields(obj, found)
+    for key in ("data", "lastError", "cause", "response", "body", "metadata", "detail", "details", "errors", "raw"):
+        _absorb_nested(obj.get(key), found, depth)
+
+
+def _absorb_nested(value: Any, found: NormalizedError, depth: int) -> None:
+    if isinstance(value, str):
+        value = _parse_json_text(value)
+    if isinstance(value, dict):
+        _absorb_dict(value, found, depth + 1)
+    elif isinstance(value, list):
+        for item in value[:10]:
+            if isinstance(item, dict):
+                _absorb_google_detail(item, found)
+                _absorb_dict(item, found, depth + 1)
+
+
+def _absorb_fields(obj: dict[str, Any], found: NormalizedError) -> None:
+    name = obj.get("name")
+    if isinstance(name, str) and ("Error" in name or "Exception" in name):
+        _add(found.types, name)
+        found.shape = SHAPE_SDK_ERROR
+    kind = obj.get("type")
+    if isinstance(kind, str) and kind != "error":
+        _add(found.types, kind)
+    code = obj.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+        _set_status(found, code)
+    else:
+        _add(found.codes, code)
+    status = obj.get("status", obj.get("statusCode", obj.get("status_code")))
+    if isinstance(status, str) and not status.strip().isdigit():
+        _add(found.codes, status)  # Google: "RESOURCE_EXHAUSTED"
+    else:
+        _set_status(found, status)
+    _add(found.codes, obj.get("reason") if isinstance(obj.get("reason"), str) else None)
+    for key in ("message", "error_description", "detail", "title", "msg", "errorMessage"):
+        _set_message(found, obj.get(key))
+    if found.param is None and isinstance(obj.get("param"), str):
+        found.param = obj["param"]
+    for key in ("url", "documentation_url", "request_url", "baseURL", "endpoint", "host"):
+        _add_hosts(found, obj.get(key))
+    for key in ("model", "model_id", "modelId"):
+        _add(found.models, obj.get(key))
+    provider_name = obj.get("provider_name")
+    if isinstance(provider_name, str):
+        _add(found.codes, f"provider:{provider_name.lower()}")
+    headers = obj.get("headers") or obj.get("responseHeaders")
+    if isinstance(headers, dict):
+        _absorb_headers(headers, found)
+
+
+def _absorb_error_string(obj: dict[str, Any], error: str, found: NormalizedError) -> None:
+    """`{"error": "..."}`: a code when a message sits beside it (GitLab OAuth, Pipeworx), else the message (Ollama)."""
+    has_message = any(isinstance(obj.get(k), str) for k in ("message", "error_description", "detail"))
+    if has_message and _IDENTIFIER.match(error):
+        _add(found.codes, error)
+    else:
+        _set_message(found, error)
+
+
+def _absorb_mcp(obj: dict[str, Any], found: NormalizedError, depth: int) -> None:
+    result = obj.get("result")
+    if isinstance(result, dict) and ("content" in result or "_meta" in result):
+        _absorb_mcp(result, found, depth + 1)
+        return
+    meta = obj.get("_meta")
+    if isinstance(meta, dict):
+        for key in _META_KEYS:
+            if key in meta and key not in found.meta:
+                found.meta[key] = meta[key]
+    content = obj.get("content")
+    if not isinstance(content, list):
+        return
+    found.shape = SHAPE_MCP_RESULT
+    for item in content[:10]:
+        text = item.get("text") if isinstance(item, dict) else None
+        if not isinstance(text, str):
+            continue
+        parsed = _parse_json_text(text)
+        if isinstance(parsed, dict):
+            _absorb_dict(parsed, found, depth + 1)
+            if not found.message and _is_empty_result(parsed) and not obj.get("isError"):
+                found.shape = SHAPE_EMPTY_RESULT
+        elif obj.get("isError"):
+            _set_message(found, text)
+
+
+def _absorb_pipeline_event(obj: dict[str, Any], found: NormalizedError) -> bool:
+    """Seed 003's `pipeline:step-failed` payload, bare or wrapped in {event, payload}."""
+    payload = obj.get("payload") if obj.get("event") == "pipeline:step-failed" else obj
+    if not isinstance(payload, dict) or "stepId" not in payload or "error" not in payload:
+        return False
+    found.shape = SHAPE_PIPELINE_STEP
+    found.pipeline = {
+        key: payload.get(key) for key in ("stepId", "stepName", "stepIndex", "totalSteps", "recoverable")
+    }
+    error = payload.get("error")
+    if isinstance(error, dict):
+        _absorb_dict(error, found, 1)
+    else:
+        _set_message(found, error)
+    return True
+
+
+def _absorb_google_detail(item: dict[str, Any], found: NormalizedError) -> None:
+    kind = item.get("@type")
+    if not isinstance(kind, str):
+        return
+    if kind.endswith("RetryInfo") and found.retry_after_ms is None:
+        found.retry_after_ms = _duration_ms(item.get("retryDelay"))
+    elif kind.endswith("ErrorInfo"):
+        _add(found.codes, item.get("reason"))
+        _add_hosts(found, item.get("domain"))
+
+
+def _absorb_headers(headers: dict[str, Any], found: NormalizedError) -> None:
+    lowered = {str(k).lower(): v for k, v in headers.items()}
+    if found.retry_after_ms is None and "retry-after-ms" in lowered:
+        found.retry_after_ms = _duration_ms(f"{lowered['retry-after-ms']}ms")
+    if found.retry_after_ms is None and "retry-after" in lowered:
+        found.retry_after_ms = _duration_ms(lowered["retry-after"])
+
+
+def _duration_ms(value: Any) -> int | None:
+    """'20s', '1.5', '250ms', 3 -> milliseconds (seconds when no unit); None when unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    match = _DURATION.match(value)
+    if not match:
+        return None
+    scale = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}[match.group(2)]
+    millis = float(match.group(1)) * scale
+    return int(millis) if 0 <= millis <= 86_400_000 else None
+
+
+def _add_hosts(found: NormalizedError, text: Any) -> None:
+    if not isinstance(text, str):
+        return
+    for match in _HOST_IN_TEXT.finditer(text[:4096]):
+        host = (match.group(1) or match.group(2) or match.group(3) or "").lower().strip(".")
+        if host and host not in found.hosts and len(found.hosts) < 16:
+            found.hosts.append(host)
+
+
+def _is_empty_result(obj: dict[str, Any]) -> bool:
+    if any(key in obj for key in ("error", "errors", "isError", "message")):
+        return False
+    counts = [obj[k] for k in _RESULT_COUNTS if k in obj]
+    lists = [obj[k] for k in _RESULT_LISTS if isinstance(obj.get(k), list)]
+    if not counts and not lists:
+        return False
+    return all(c == 0 for c in counts) and all(len(v) == 0 for v in lists)
+
+
+def _absorb_message(found: NormalizedError) -> None:
+    """Read what a rendered message carries: an embedded body, an HTTP status, hosts, a wait."""
+    message = found.message
+    body = _embedded_body(message)
+    if isinstance(body, dict):
+        kept = found.message
+        _absorb_dict(body, found, 1)
+        found.message = kept
+        if found.shape == SHAPE_PLAIN:
+            found.shape = SHAPE_PROVIDER_BODY
+    if found.status is None:
+        for pattern in _STATUS_IN_MESSAGE:
+            match = pattern.search(message[:2048])
+            if match:
+                found.status = int(match.group(1))
+                break
+    _add_hosts(found, message)
+    if found.retry_after_ms is None:
+        match = _RETRY_IN_TEXT.search(message)
+        if match:
+            unit = match.group(2).lower()
+            unit = "ms" if unit.startswith("ms") or unit.startswith("milli") else unit[0]
+            found.retry_after_ms = _duration_ms(f"{match.group(1)}{unit}")
+
+
+def _embedded_body(message: str) -> Any:
+    """The JSON body or Python dict repr a message embeds (`Error code: 429 - {...}`), or None."""
+    start = message.find("{")
+    if start < 0 or len(message) - start > _EMBEDDED_CAP:
+        return None
+    text = message[start:]
+    try:
+        return json.JSONDecoder().raw_decode(text)[0]
+    except (ValueError, RecursionError):
+        pass
+    end = text.rfind("}")
+    if end < 0:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes in caller text are not our warning
+            return ast.literal_eval(text[: end + 1])
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None

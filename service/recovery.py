@@ -1,0 +1,120 @@
+"""Recovery advice: turn a Verdict into what an agent does next. Pure.
+
+Sources, in order of precedence: the payload's own guidance (an MCP `_meta`), the
+rule, the reason, the class (TAXONOMY.md defaults in rules/classes/). Then the
+attempt count caps it: at most 3 tries per tool per task.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rapidfuzz import fuzz, process, utils
+
+from service.models import Action, Recovery
+from service.normalize import NormalizedError
+from service.redact import redact
+from service.rules.engine import Verdict
+
+HARD_CAP = 3
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_SUGGESTIONS = 3
+_MIN_SIMILARITY = 50
+
+
+def _fill(text: str | None, values: dict[str, Any]) -> str | None:
+    """Fill `{name}` placeholders from details; unknown names stay as written."""
+    if not text:
+        return text
+    return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), text)
+
+
+def _merged(first: list[Any], second: list[Any] | None) -> list[Any]:
+    merged = list(first)
+    for item in second or []:
+        if item not in merged:
+            merged.append(item)
+    return merged
+
+
+def suggest_tools(name: str | None, available: Any) -> list[str]:
+    """Nearest real tool names to the one the model invented, best first."""
+    if not name or not isinstance(available, list):
+        return []
+    choices = [t for t in available if isinstance(t, str)][:1000]
+
+    def _key(text: str) -> str:  # searchWeb ~ web_search: compare the words, not the casing
+        return utils.default_process(re.sub(r"(?<=[a-z])(?=[A-Z])|[_\-.]", " ", text))
+
+    ranked = process.extract(
+        name, choices, processor=_key, scorer=_token_ratio, limit=_SUGGESTIONS, score_cutoff=_MIN_SIMILARITY
+    )
+    return [choice for choice, _, _ in ranked]
+
+
+def _token_ratio(a: str, b: str, **kwargs: Any) -> float:
+    return max(fuzz.token_sort_ratio(a, b, **kwargs), fuzz.ratio(a, b, **kwargs))
+
+
+def details_of(verdict: Verdict, error: NormalizedError) -> dict[str, Any]:
+    """What the rule captured, plus what the payload said plainly (the bad parameter, the step)."""
+    details: dict[str, Any] = {k: redact(v) for k, v in verdict.captures.items()}
+    if error.param and "parameter" not in details:
+        details["parameter"] = error.param
+    if error.tool and "tool" not in details:
+        details["tool"] = error.tool
+    if error.retry_after_ms is not None:
+        details["retry_after_ms"] = error.retry_after_ms
+    if error.pipeline is not None:
+        details["pipeline"] = _pipeline(error)
+    return details
+
+
+def _pipeline(error: NormalizedError) -> dict[str, Any]:
+    step = dict(error.pipeline or {})
+    optional = bool(step.get("recoverable")) or bool(error.context.get("optional"))
+    step["can_continue"] = optional
+    step["next"] = "continue" if optional else "resume_from_checkpoint"
+    return step
+
+
+def build_recovery(verdict: Verdict, error: NormalizedError, details: dict[str, Any]) -> tuple[bool, Recovery]:
+    """Returns (retryable, recovery) with the attempt cap applied."""
+    spec = verdict.recovery
+    retryable = verdict.retryable
+    action = spec.action or (Action.retry_with_backoff if retryable else Action.none)
+    max_attempts = min(spec.max_attempts or (HARD_CAP if retryable else 1), HARD_CAP)
+    attempts_left = max(0, max_attempts - (error.attempt or 1)) if retryable else 0
+    backoff = list(spec.backoff_ms or [])
+    if retryable and error.retry_after_ms is not None:
+        backoff = [error.retry_after_ms, *backoff[1:]] if backoff else [error.retry_after_ms]
+    meta = error.meta
+    values = {"tool": error.tool or "the tool", "error": error.message[:300], **details}
+    recovery = Recovery(
+        action=action,
+        max_attempts=max_attempts,
+        attempts_left=attempts_left,
+        backoff_ms=backoff[:attempts_left] if retryable else [],
+        retry_hint=_text(meta.get("retry_hint")) or _fill(spec.retry_hint, values),
+        alternatives=_merged(_list(meta.get("alternatives")), spec.alternatives),
+        examples=_merged(_list(meta.get("examples")), spec.examples),
+        feedback_hint=_text(meta.get("feedback_hint")) or _fill(spec.feedback_hint, values),
+    )
+    if action is Action.discover_tool:
+        recovery.retry_hint = None
+        recovery.alternatives = []
+        recovery.suggested_tools = suggest_tools(details.get("tool") or error.tool, error.context.get("available_tools"))
+    if retryable and attempts_left == 0:
+        retryable = False
+        recovery.action = Action.switch_model if verdict.class_ == "tool_calling" else Action.escalate
+        recovery.backoff_ms = []
+    return retryable, recovery
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []

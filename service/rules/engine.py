@@ -1,0 +1,207 @@
+"""The compiled, immutable Ruleset and classification: a pure function of (error, ruleset).
+
+Order of evaluation, the one thing an operator must be able to predict:
+  provider: the caller's hint; else the first provider evidence in the order
+            gateways first, then types/codes, hosts, model names, message text;
+  class:    rules by priority (higher first), then file-name order, then position
+            in the file; the first rule whose conditions all hold wins; none -> unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from service.normalize import NormalizedError
+from service.rules.matcher import Entry, Fields, SetMatcher
+from service.rules.schema import ClassRule, ClassSpec, MatchBlock, ProviderSpec, RecoverySpec, TextCondition
+
+UNKNOWN_CLASS = "unknown"
+UNKNOWN_REASON = "unclassified"
+PROVIDER_LEVELS = ("types/codes", "hosts", "models", "text")
+EVALUATION_ORDER = "priority (higher first), then file-name order, then position in file; first match wins"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderVerdict:
+    id: str | None
+    kind: str | None
+    decided_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a rule table says about one error, before recovery advice is worked out."""
+
+    class_: str
+    reason: str
+    rule: ClassRule | None
+    provider: ProviderVerdict
+    retryable: bool
+    recovery: RecoverySpec
+    captures: dict[str, str]
+    explain: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    rules: int
+    providers: int
+    classes: int
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    """Everything one load produced. Never mutated: a reload builds a new one."""
+
+    version: str
+    loaded_at: datetime
+    files: tuple[FileInfo, ...]
+    classes: dict[str, ClassSpec]
+    rules: tuple[ClassRule, ...]
+    providers: dict[str, ProviderSpec]
+    class_matcher: SetMatcher
+    provider_entries: tuple[tuple[str, str], ...]
+    provider_matcher: SetMatcher
+    notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
+    sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
+
+    def reasons(self) -> list[tuple[str, str]]:
+        return [(c.id, r) for c in self.classes.values() for r in c.reasons]
+
+
+def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[tuple[str, str]]]:
+    """Provider evidence as matcher entries, in detection order (gateways first, then by level)."""
+    ranked: list[tuple[int, int, int, Entry, tuple[str, str]]] = []
+    for order, spec in enumerate(providers):
+        levels: list[list[MatchBlock]] = [[], [], [], []]
+        if spec.types:
+            levels[0].append(MatchBlock(type=TextCondition(contains=spec.types)))
+        if spec.codes:
+            levels[0].append(MatchBlock(code=TextCondition(equals=spec.codes)))
+            levels[0].append(MatchBlock(type=TextCondition(equals=spec.codes)))
+        if spec.hosts:
+            levels[1].append(MatchBlock(host=TextCondition(contains=spec.hosts)))
+        if spec.models:
+            levels[2].append(MatchBlock(model=TextCondition(regex=spec.models)))
+            levels[2].append(MatchBlock(message=TextCondition(regex=spec.models)))
+        if spec.text:
+            levels[3].append(MatchBlock(message=TextCondition(regex=spec.text)))
+        for level, blocks in enumerate(levels):
+            if blocks:
+                key = (spec.id, PROVIDER_LEVELS[level])
+                ranked.append((0 if spec.gateway else 1, level, order, Entry(key, blocks), key))
+    ranked.sort(key=lambda item: item[:3])
+    return [item[3] for item in ranked], [item[4] for item in ranked]
+
+
+def _fields(error: NormalizedError, provider: ProviderVerdict | None = None) -> Fields:
+    fields: Fields = {
+        "message": [error.message] if error.message else [],
+        "type": error.types,
+        "code": error.codes,
+        "host": error.hosts,
+        "model": error.models,
+        "shape": [error.shape],
+    }
+    for name, value in (("tool", error.tool), ("source", error.source)):
+        if value:
+            fields[name] = [value]
+    if provider is not None and provider.id:
+        fields["provider"] = [provider.id]
+        if provider.kind:
+            fields["provider_kind"] = [provider.kind]
+    return fields
+
+
+def detect_provider(error: NormalizedError, ruleset: Ruleset) -> ProviderVerdict:
+    if error.provider_hint:
+        spec = ruleset.providers.get(error.provider_hint)
+        return ProviderVerdict(error.provider_hint, spec.kind if spec else None, "hint")
+    hit = ruleset.provider_matcher.first(_fields(error), None)
+    if hit is None:
+        return ProviderVerdict(None, None, "none")
+    provider_id, level = ruleset.provider_entries[hit.entry]
+    return ProviderVerdict(provider_id, ruleset.providers[provider_id].kind, level)
+
+
+def _overlay(*specs: RecoverySpec | None) -> RecoverySpec:
+    merged: dict[str, Any] = {}
+    for spec in specs:
+        if spec is not None:
+            merged.update(spec.model_dump(exclude_none=True))
+    return RecoverySpec(**merged)
+
+
+def _decide(class_id: str, reason: str, rule: ClassRule | None, ruleset: Ruleset) -> tuple[bool, RecoverySpec]:
+    spec = ruleset.classes.get(class_id)
+    if spec is None:
+        return False, _overlay(rule.recovery if rule else None)
+    reason_spec = spec.reasons.get(reason)
+    retryable = spec.retryable
+    if reason_spec is not None and reason_spec.retryable is not None:
+        retryable = reason_spec.retryable
+    if rule is not None and rule.retryable is not None:
+        retryable = rule.retryable
+    recovery = _overlay(spec.recovery, reason_spec.recovery if reason_spec else None, rule.recovery if rule else None)
+    return retryable, recovery
+
+
+def classify(error: NormalizedError, ruleset: Ruleset, explain: bool = False) -> Verdict:
+    """Decide class, reason and provider for one normalized error. Pure and total."""
+    provider = detect_provider(error, ruleset)
+    fields = _fields(error, provider)
+    hit = ruleset.class_matcher.first(fields, error.status)
+    rule = ruleset.rules[hit.entry] if hit else None
+    class_id = rule.class_ if rule else UNKNOWN_CLASS
+    reason = rule.reason if rule else UNKNOWN_REASON
+    retryable, recovery = _decide(class_id, reason, rule, ruleset)
+    return Verdict(
+        class_=class_id,
+        reason=reason,
+        rule=rule,
+        provider=provider,
+        retryable=retryable,
+        recovery=recovery,
+        captures=hit.captures if hit else {},
+        explain=_explain(error, fields, provider, rule, ruleset) if explain else None,
+    )
+
+
+def _explain(
+    error: NormalizedError, fields: Fields, provider: ProviderVerdict, rule: ClassRule | None, ruleset: Ruleset
+) -> dict[str, Any]:
+    tried = []
+    for step in ruleset.class_matcher.explain(fields, error.status):
+        candidate = ruleset.rules[step["entry"]]
+        tried.append(
+            {
+                "rule": candidate.id,
+                "file": ruleset.sources.get(candidate.id),
+                "priority": candidate.priority,
+                "block": step["block"],
+                "matched": step["matched"],
+                "won": rule is not None and candidate.id == rule.id and step["matched"],
+                "conditions": step["conditions"],
+                "missing": step["missing"],
+                "excluded_by_not": step["excluded_by_not"],
+            }
+        )
+    return {
+        "order": EVALUATION_ORDER,
+        "normalized": {
+            "message": error.message[:500],
+            "types": error.types,
+            "codes": error.codes,
+            "status": error.status,
+            "hosts": error.hosts,
+            "models": error.models,
+            "shape": error.shape,
+            "tool": error.tool,
+        },
+        "provider": {"id": provider.id, "decided_by": provider.decided_by},
+        "rules_tried": tried,
+        "winner": rule.id if rule else None,
+    }

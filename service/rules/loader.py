@@ -1,0 +1,237 @@
+"""Rule files -> one immutable Ruleset, or RulesInvalid with every error (file, line, rule id).
+
+Build first, swap later: nothing here touches live state. A table is every `*.yaml`
+file of its folder, read in file-name order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from service.errors import RuleError, RulesInvalid
+from service.rules.engine import FileInfo, Ruleset, provider_entries
+from service.rules.matcher import Entry, PatternError, SetMatcher
+from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
+
+TABLES = {
+    "classes": ("classes", "rules"),
+    "providers": ("providers",),
+    "routes": ("channels", "routes"),
+    "silences": ("silences",),
+}
+TEMPLATES_DIR = "templates"
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class LineDict(dict[str, Any]):
+    """A YAML mapping that remembers the line it starts on (1-based)."""
+
+    line: int = 0
+
+
+class _LineLoader(_Loader):  # type: ignore[misc,valid-type]
+    pass
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode) -> LineDict:
+    mapping = LineDict(loader.construct_mapping(node, deep=True))
+    mapping.line = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+@dataclass
+class ParsedFile:
+    path: Path
+    relative: str
+    table: str
+    model: RuleFile
+    raw: LineDict
+
+
+def _line_of(data: Any, loc: tuple[Any, ...]) -> int:
+    """The line of the deepest mapping on the error's path."""
+    line = data.line if isinstance(data, LineDict) else 0
+    for key in loc:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(data, LineDict):
+            line = data.line
+    return line
+
+
+def _rule_id_at(data: Any, loc: tuple[Any, ...]) -> str | None:
+    if len(loc) >= 2 and isinstance(data, dict):
+        try:
+            item = data[loc[0]][loc[1]]
+        except (KeyError, IndexError, TypeError):
+            return None
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            return item["id"]
+    return None
+
+
+def parse_file(path: Path, relative: str, table: str) -> ParsedFile:
+    """Raises RulesInvalid with every schema error of this one file."""
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)  # noqa: S506 - a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise RulesInvalid([RuleError(relative, mark.line + 1 if mark else 0, None, f"YAML: {exc.problem}")]) from exc
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise RulesInvalid([RuleError(relative, 0, None, f"unreadable: {exc}")]) from exc
+    if raw is None:
+        raw = LineDict()
+    if not isinstance(raw, LineDict):
+        raise RulesInvalid([RuleError(relative, 1, None, "a rule file must be a mapping")])
+    errors = [
+        RuleError(relative, raw.line or 1, None, f"section {key!r} does not belong in {table}/")
+        for key in raw
+        if key not in TABLES[table]
+    ]
+    try:
+        model = RuleFile.model_validate(raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            where = ".".join(str(part) for part in loc)
+            errors.append(RuleError(relative, _line_of(raw, loc), _rule_id_at(raw, loc), f"{where}: {err['msg']}"))
+        model = RuleFile()
+    if errors:
+        raise RulesInvalid(errors)
+    return ParsedFile(path, relative, table, model, raw)
+
+
+def read_tables(root: Path) -> tuple[list[ParsedFile], str, list[RuleError]]:
+    """Parse every table file; returns the files, the content hash and the errors."""
+    if not root.is_dir():
+        raise RulesInvalid([RuleError(str(root), 0, None, "rules directory does not exist")])
+    digest = hashlib.sha256()
+    files: list[ParsedFile] = []
+    errors: list[RuleError] = []
+    for table in TABLES:
+        for path in sorted((root / table).glob("*.yaml")) if (root / table).is_dir() else []:
+            relative = path.relative_to(root).as_posix()
+            digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+            try:
+                files.append(parse_file(path, relative, table))
+            except RulesInvalid as exc:
+                errors.extend(exc.errors)
+    templates = root / TEMPLATES_DIR
+    for path in sorted(templates.rglob("*")) if templates.is_dir() else []:
+        if path.is_file():
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return files, f"sha256:{digest.hexdigest()[:16]}", errors
+
+
+def _line_of_item(parsed: ParsedFile, section: str, index: int) -> int:
+    return _line_of(parsed.raw, (section, index))
+
+
+def _collect(files: list[ParsedFile], errors: list[RuleError]) -> tuple[
+    dict[str, ClassSpec], list[tuple[ClassRule, ParsedFile, int]], dict[str, ProviderSpec], dict[str, str]
+]:
+    classes: dict[str, ClassSpec] = {}
+    rules: list[tuple[ClassRule, ParsedFile, int]] = []
+    providers: dict[str, ProviderSpec] = {}
+    sources: dict[str, str] = {}
+    for parsed in files:
+        for index, spec in enumerate(parsed.model.classes):
+            if spec.id in classes:
+                errors.append(RuleError(parsed.relative, _line_of_item(parsed, "classes", index), spec.id,
+                                        f"class {spec.id!r} is declared twice"))
+            classes[spec.id] = spec
+        for index, rule in enumerate(parsed.model.rules):
+            if rule.id in sources:
+                errors.append(RuleError(parsed.relative, _line_of_item(parsed, "rules", index), rule.id,
+                                        f"duplicate rule id {rule.id!r} (first in {sources[rule.id]})"))
+                continue
+            sources[rule.id] = parsed.relative
+            rules.append((rule, parsed, index))
+        for index, provider in enumerate(parsed.model.providers):
+            if provider.id in providers:
+                errors.append(RuleError(parsed.relative, _line_of_item(parsed, "providers", index), provider.id,
+                                        f"provider {provider.id!r} is declared twice"))
+            providers[provider.id] = provider
+            sources.setdefault(f"provider:{provider.id}", parsed.relative)
+    return classes, rules, providers, sources
+
+
+def _check_vocabulary(
+    classes: dict[str, ClassSpec], rules: list[tuple[ClassRule, ParsedFile, int]], errors: list[RuleError]
+) -> None:
+    for rule, parsed, index in rules:
+        line = _line_of_item(parsed, "rules", index)
+        spec = classes.get(rule.class_)
+        if spec is None:
+            errors.append(RuleError(parsed.relative, line, rule.id, f"undefined class {rule.class_!r}"))
+        elif rule.reason not in spec.reasons:
+            errors.append(RuleError(parsed.relative, line, rule.id,
+                                    f"reason {rule.reason!r} is not declared for class {rule.class_!r}"))
+
+
+def _compile(entries: list[Entry], where: Callable[[int], tuple[str, int, str | None]],
+             errors: list[RuleError]) -> SetMatcher | None:
+    try:
+        return SetMatcher(entries)
+    except PatternError as exc:
+        relative, line, rule_id = where(exc.entry)
+        errors.append(RuleError(relative, line, rule_id, str(exc)))
+        return None
+
+
+NotifyBuilder = Callable[[Path, list[ParsedFile], dict[str, ClassSpec], dict[str, ProviderSpec]], Any]
+
+
+def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: datetime | None = None) -> Ruleset:
+    """Build a complete Ruleset from a rules directory. Raises RulesInvalid listing every error."""
+    files, version, errors = read_tables(root)
+    classes, collected, providers, sources = _collect(files, errors)
+    _check_vocabulary(classes, collected, errors)
+    ordered = sorted(enumerate(collected), key=lambda item: (-item[1][0].priority, item[0]))
+    rules = [item[1] for item in ordered]
+    class_matcher = _compile(
+        [Entry(rule.id, rule.blocks(), rule.not_) for rule, _, _ in rules],
+        lambda i: (rules[i][1].relative, _line_of_item(rules[i][1], "rules", rules[i][2]), rules[i][0].id),
+        errors,
+    )
+    entries, keys = provider_entries(list(providers.values()))
+    provider_matcher = _compile(
+        entries, lambda i: (sources[f"provider:{keys[i][0]}"], 0, keys[i][0]), errors
+    )
+    notify = None
+    if notify_builder is not None:
+        try:
+            notify = notify_builder(root, files, classes, providers)
+        except RulesInvalid as exc:
+            errors.extend(exc.errors)
+    if errors or class_matcher is None or provider_matcher is None:
+        raise RulesInvalid(errors)
+    return Ruleset(
+        version=version,
+        loaded_at=now or datetime.now(UTC),
+        files=tuple(
+            FileInfo(f.relative, len(f.model.rules), len(f.model.providers), len(f.model.classes)) for f in files
+        ),
+        classes=classes,
+        rules=tuple(rule for rule, _, _ in rules),
+        providers=providers,
+        class_matcher=class_matcher,
+        provider_entries=tuple(keys),
+        provider_matcher=provider_matcher,
+        notify=notify,
+        sources=sources,
+    )

@@ -1,0 +1,242 @@
+"""A whole table of match conditions compiled into set matchers, so a message is scanned once.
+
+Per text field: one Aho-Corasick automaton for every literal (`contains`), one dict for
+`equals`, one RE2 set for every regex (linear time, whatever an operator writes). A scan
+yields the satisfied conditions; only the entries one of those triggers are checked, in
+evaluation order. The cost per message grows with what matches, not with the rule count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ahocorasick
+import re2
+
+from service.rules.schema import MatchBlock, StatusItem, TextCondition
+
+Fields = dict[str, list[str]]  # normalized text values by field name (original case)
+
+
+class PatternError(ValueError):
+    """An entry's regex does not compile under RE2; carries where it stands."""
+
+    def __init__(self, entry: int, field_name: str, pattern: str, reason: str) -> None:
+        super().__init__(f"{field_name}: regex {pattern!r} does not compile under RE2: {reason}")
+        self.entry = entry
+
+
+def re2_options(max_mem: int = 8 << 20) -> re2.Options:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False
+    options.max_mem = max_mem
+    return options
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One thing a table can decide: blocks are any-of, `exclude` vetoes."""
+
+    key: Any
+    blocks: Sequence[MatchBlock]
+    exclude: MatchBlock | None = None
+
+
+@dataclass(slots=True)
+class _Block:
+    entry: int
+    index: int
+    specs: frozenset[int]
+    fields: dict[str, int]  # field name -> spec id
+
+
+@dataclass(slots=True)
+class _FieldIndex:
+    literals: dict[str, list[int]] = field(default_factory=dict)
+    equals: dict[str, list[int]] = field(default_factory=dict)
+    regexes: list[tuple[str, list[int]]] = field(default_factory=list)
+    automaton: Any = None
+    regex_set: Any = None
+    captures: dict[int, Any] = field(default_factory=dict)  # regex index -> compiled, if it has groups
+
+    def add(self, spec: int, condition: TextCondition) -> None:
+        for literal in condition.contains:
+            self.literals.setdefault(literal.lower(), []).append(spec)
+        for value in condition.equals:
+            self.equals.setdefault(value.lower(), []).append(spec)
+        for pattern in condition.regex:
+            self.regexes.append((pattern, [spec]))
+
+    def compile(self, entry_of: dict[int, int], field_name: str) -> None:
+        if self.literals:
+            self.automaton = ahocorasick.Automaton()
+            for literal, specs in self.literals.items():
+                self.automaton.add_word(literal, specs)
+            self.automaton.make_automaton()
+        if not self.regexes:
+            return
+        max_mem = max(8 << 20, len(self.regexes) * (64 << 10))
+        self.regex_set = re2.Set.SearchSet(re2_options(max_mem))
+        for index, (pattern, specs) in enumerate(self.regexes):
+            try:
+                compiled = re2.compile(pattern, re2_options())
+                self.regex_set.Add(pattern)
+            except re2.error as exc:
+                reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+                raise PatternError(entry_of[specs[0]], field_name, pattern, reason) from exc
+            if compiled.groupindex:
+                self.captures[index] = compiled
+        self.regex_set.Compile()
+
+    def scan(self, values: list[str], satisfied: set[int], trace: dict[int, str] | None) -> None:
+        for value in values:
+            lowered = value.lower()
+            if self.automaton is not None:
+                for _, specs in self.automaton.iter(lowered):
+                    satisfied.update(specs)
+                    if trace is not None:
+                        for spec in specs:
+                            trace.setdefault(spec, f"{value[:80]!r} contains a listed literal")
+            specs = self.equals.get(lowered.strip())
+            if specs:
+                satisfied.update(specs)
+                if trace is not None:
+                    for spec in specs:
+                        trace.setdefault(spec, f"equals {value[:80]!r}")
+            if self.regex_set is not None:
+                for index in self.regex_set.Match(value) or ():
+                    pattern, specs = self.regexes[index]
+                    satisfied.update(specs)
+                    if trace is not None:
+                        for spec in specs:
+                            trace.setdefault(spec, f"regex {pattern!r}")
+
+    def capture(self, spec: int, values: list[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for index, compiled in self.captures.items():
+            if spec not in self.regexes[index][1]:
+                continue
+            for value in values:
+                match = compiled.search(value)
+                if match:
+                    found.update({k: v for k, v in match.groupdict().items() if v is not None and k not in found})
+        return found
+
+
+def _status_codes(item: StatusItem) -> range:
+    if isinstance(item, int):
+        return range(item, item + 1)
+    if item.endswith("xx"):
+        start = int(item[0]) * 100
+        return range(start, start + 100)
+    low, high = item.split("-")
+    return range(int(low), int(high) + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    entry: int
+    block: int
+    captures: dict[str, str]
+
+
+class SetMatcher:
+    """Entries in evaluation order; `first` returns the earliest whose conditions all hold."""
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        """Raises PatternError for a regex RE2 refuses."""
+        self._entries = list(entries)
+        self._fields: dict[str, _FieldIndex] = {}
+        self._status: dict[int, list[int]] = {}
+        self._blocks: list[_Block] = []
+        self._excludes: list[frozenset[int]] = []
+        self._triggers: dict[int, list[int]] = {}
+        entry_of: dict[int, int] = {}
+        for position, entry in enumerate(self._entries):
+            for index, block in enumerate(entry.blocks):
+                spec_fields = self._add_block(block, position, entry_of)
+                trigger = self._pick_trigger(block, spec_fields)
+                self._triggers.setdefault(trigger, []).append(len(self._blocks))
+                self._blocks.append(_Block(position, index, frozenset(spec_fields.values()), spec_fields))
+            excluded = self._add_block(entry.exclude, position, entry_of) if entry.exclude else {}
+            self._excludes.append(frozenset(excluded.values()))
+        for name, index in self._fields.items():
+            index.compile(entry_of, name)
+
+    def _add_block(self, block: MatchBlock, position: int, entry_of: dict[int, int]) -> dict[str, int]:
+        spec_fields: dict[str, int] = {}
+        for name, condition in block.conditions().items():
+            spec = len(entry_of)
+            entry_of[spec] = position
+            spec_fields[name] = spec
+            if name == "status":
+                for item in condition:  # type: ignore[union-attr]
+                    for code in _status_codes(item):  # type: ignore[arg-type]
+                        self._status.setdefault(code, []).append(spec)
+            else:
+                self._fields.setdefault(name, _FieldIndex()).add(spec, condition)  # type: ignore[arg-type]
+        return spec_fields
+
+    @staticmethod
+    def _pick_trigger(block: MatchBlock, spec_fields: dict[str, int]) -> int:
+        """Index a block under its most selective condition: text before status."""
+        for name, spec in spec_fields.items():
+            if name != "status":
+                return spec
+        return spec_fields["status"]
+
+    def satisfied(self, fields: Fields, status: int | None, trace: dict[int, str] | None = None) -> set[int]:
+        found: set[int] = set()
+        for name, index in self._fields.items():
+            values = fields.get(name)
+            if values:
+                index.scan(values, found, trace)
+        if status is not None:
+            for spec in self._status.get(status, ()):
+                found.add(spec)
+                if trace is not None:
+                    trace.setdefault(spec, f"status {status}")
+        return found
+
+    def first(self, fields: Fields, status: int | None) -> Hit | None:
+        found = self.satisfied(fields, status)
+        candidates = sorted({b for spec in found for b in self._triggers.get(spec, ())})
+        for position in candidates:
+            block = self._blocks[position]
+            if block.specs <= found and not (self._excludes[block.entry] & found):
+                return Hit(block.entry, block.index, self._captures(block, fields))
+        return None
+
+    def _captures(self, block: _Block, fields: Fields) -> dict[str, str]:
+        captured: dict[str, str] = {}
+        for name, spec in block.fields.items():
+            index = self._fields.get(name)
+            if index is not None and index.captures:
+                captured.update(index.capture(spec, fields.get(name, [])))
+        return captured
+
+    def explain(self, fields: Fields, status: int | None) -> list[dict[str, Any]]:
+        """Every entry with at least one satisfied condition, in evaluation order, and why."""
+        trace: dict[int, str] = {}
+        found = self.satisfied(fields, status, trace)
+        report: list[dict[str, Any]] = []
+        for block in self._blocks:
+            hits = {name: trace[spec] for name, spec in block.fields.items() if spec in found}
+            if not hits:
+                continue
+            missing = [name for name, spec in block.fields.items() if spec not in found]
+            vetoed = bool(self._excludes[block.entry] & found)
+            report.append(
+                {
+                    "entry": block.entry,
+                    "block": block.index,
+                    "matched": not missing and not vetoed,
+                    "conditions": hits,
+                    "missing": missing,
+                    "excluded_by_not": vetoed,
+                }
+            )
+        return report
