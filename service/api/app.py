@@ -1,0 +1,105 @@
+"""The composition root: settings in, a wired FastAPI app out. No module-level singletons."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from prometheus_client import CollectorRegistry
+from prometheus_fastapi_instrumentator import Instrumentator
+
+from service.api.deps import Services
+from service.api.middleware import RequestIdMiddleware
+from service.api.problems import install_handlers
+from service.api.routes import router
+from service.errors import RulesInvalid
+from service.metrics import Metrics
+from service.models import BatchRequest, ErrorReport, Problem
+from service.rules.store import RuleStore
+from service.settings import Settings
+
+log = logging.getLogger("errtriage.app")
+
+
+def _install_sighup(loop: asyncio.AbstractEventLoop, store: RuleStore, tasks: set[asyncio.Task[Any]]) -> None:
+    async def _reload() -> None:
+        try:
+            await store.reload()
+        except RulesInvalid as exc:  # counted and logged in detail by the store
+            log.warning("SIGHUP reload refused", extra={"error_count": len(exc.errors)})
+
+    def _on_hup() -> None:
+        task = loop.create_task(_reload())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread / no signals
+        loop.add_signal_handler(signal.SIGHUP, _on_hup)
+
+
+def _lifespan(services: Services) -> Any:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services.store.load_now()
+        stop = asyncio.Event()
+        tasks: set[asyncio.Task[Any]] = set()
+        if services.settings.reload_rules:
+            tasks.add(asyncio.create_task(services.store.watch(stop)))
+        _install_sighup(asyncio.get_running_loop(), services.store, tasks)
+        if services.notifier is not None:
+            await services.notifier.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if services.notifier is not None:
+                await services.notifier.stop(services.settings.shutdown_grace_seconds)
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    return lifespan
+
+
+def _openapi(app: FastAPI) -> Any:
+    """The generated document, plus the body schemas the routes parse themselves (for speed)."""
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (ErrorReport, BatchRequest, Problem):
+            generated = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(generated.pop("$defs", {}))
+            components[model.__name__] = generated
+        app.openapi_schema = schema
+        return schema
+
+    return build
+
+
+def create_app(settings: Settings, registry: CollectorRegistry | None = None, notifier: Any = None) -> FastAPI:
+    registry = registry if registry is not None else CollectorRegistry()
+    metrics = Metrics(registry)
+    store = RuleStore(settings.rules_dir, metrics)
+    services = Services(settings=settings, metrics=metrics, registry=registry, store=store, notifier=notifier)
+    app = FastAPI(
+        title="errtriage",
+        version="0.1.0",
+        description="Classify raw errors, advise recovery, notify, count. See DESIGN.md for the contract.",
+        lifespan=_lifespan(services),
+    )
+    app.state.services = services
+    install_handlers(app)
+    app.include_router(router)
+    Instrumentator(registry=registry, excluded_handlers=["/metrics"]).instrument(app)
+    app.add_middleware(RequestIdMiddleware)
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,89 @@
+"""Every metric errtriage exports, declared in one place.
+
+Label values come only from the rule tables (class, reason, provider ids, rule ids) or
+closed enums (outcome, channel kind), so no caller can grow the series count. With
+several worker processes prometheus-client's multiprocess mode sums the counters;
+each gauge says how it combines across workers.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+OTHER_PROVIDER = "other"
+NO_PROVIDER = "none"
+NOTIFY_OUTCOMES = ("sent", "failed", "retried", "throttled", "silenced", "dropped", "no_recipient")
+RELOAD_OUTCOMES = ("success", "failure")
+TABLES = ("classes", "rules", "providers", "routes", "channels", "templates", "silences")
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        kw = {"registry": registry}
+        self.errors = Counter(
+            "errtriage_errors", "Errors reported on /v1/errors, by class, reason and provider.",
+            ["class", "reason", "provider"], **kw,
+        )
+        self.rule_matches = Counter(
+            "errtriage_rule_matches", "Reports each class rule decided (on /v1/errors).", ["rule"], **kw
+        )
+        self.classify_seconds = Histogram(
+            "errtriage_classify_seconds", "Time to normalize and classify one report.",
+            buckets=(0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+            **kw,
+        )
+        self.notifications = Counter(
+            "errtriage_notifications", "Notification outcomes by channel, class and outcome.",
+            ["channel", "class", "outcome"], **kw,
+        )
+        self.delivery_seconds = Histogram(
+            "errtriage_notification_delivery_seconds", "Time from dispatch to a successful send.", ["channel"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600), **kw,
+        )
+        self.queue_depth = Gauge(
+            "errtriage_notification_queue_depth", "Notifications waiting to be sent.",
+            multiprocess_mode="livesum", **kw,
+        )
+        self.reloads = Counter("errtriage_rules_reload", "Rule reloads by outcome.", ["outcome"], **kw)
+        self.last_reload_success = Gauge(
+            "errtriage_rules_last_reload_success", "1 if the last rule reload succeeded, else 0.",
+            multiprocess_mode="min", **kw,
+        )
+        self.last_reload_success_time = Gauge(
+            "errtriage_rules_last_reload_success_timestamp_seconds", "When the rules last loaded successfully.",
+            multiprocess_mode="max", **kw,
+        )
+        self.rules_loaded = Gauge(
+            "errtriage_rules_loaded", "Entries loaded per table.", ["table"], multiprocess_mode="max", **kw
+        )
+        self.rules_version = Gauge(
+            "errtriage_rules_version_info", "The loaded rules' content hash (value 1 for the current one).",
+            ["version"], multiprocess_mode="max", **kw,
+        )
+        for outcome in RELOAD_OUTCOMES:
+            self.reloads.labels(outcome)
+        self._version: str | None = None
+
+    def rules_swapped(self, version: str, counts: dict[str, int], label_sets: list[tuple[str, str]],
+                      rule_ids: list[str], channels: list[tuple[str, str]], at: float) -> None:
+        """Record a successful load and pre-create the label sets the new tables can produce."""
+        self.reloads.labels("success").inc()
+        self.last_reload_success.set(1)
+        self.last_reload_success_time.set(at)
+        for table, count in counts.items():
+            self.rules_loaded.labels(table).set(count)
+        if self._version is not None and self._version != version:
+            self.rules_version.labels(self._version).set(0)
+        self.rules_version.labels(version).set(1)
+        self._version = version
+        for class_id, reason in label_sets:
+            self.errors.labels(class_id, reason, NO_PROVIDER)
+        for rule_id in rule_ids:
+            self.rule_matches.labels(rule_id)
+        for channel, class_id in channels:
+            for outcome in NOTIFY_OUTCOMES:
+                self.notifications.labels(channel, class_id, outcome)
+
+    def reload_failed(self) -> None:
+        self.reloads.labels("failure").inc()
+        self.last_reload_success.set(0)

@@ -1,0 +1,94 @@
+"""The current Ruleset: one reference, swapped only after a complete new one is built.
+
+A request reads `store.current` once and keeps that object, so a reload mid-request
+never changes the rules it runs on. Reloads come from the file watcher (debounced),
+SIGHUP, or the admin endpoint; all go through `reload()`, serialised by a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from watchfiles import awatch
+
+from service.errors import RuleError, RulesInvalid
+from service.metrics import Metrics
+from service.rules.engine import Ruleset
+from service.rules.loader import NotifyBuilder, load_ruleset
+
+log = logging.getLogger("errtriage.rules")
+
+DEBOUNCE_MS = 800  # a half-saved file settles within this; a change still shows within 5 s
+
+
+class RuleStore:
+    def __init__(self, root: Path, metrics: Metrics, notify_builder: NotifyBuilder | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.root = root
+        self._metrics = metrics
+        self._notify_builder = notify_builder
+        self._clock = clock
+        self._current: Ruleset | None = None
+        self._lock = asyncio.Lock()
+        self.last_errors: list[RuleError] = []
+        self.match_counts: dict[str, int] = {}
+
+    @property
+    def current(self) -> Ruleset:
+        if self._current is None:
+            raise RuntimeError("no ruleset loaded yet")
+        return self._current
+
+    @property
+    def ready(self) -> bool:
+        return self._current is not None
+
+    def load_now(self) -> Ruleset:
+        """Synchronous load and swap (startup, CLI). Raises RulesInvalid; the old rules stay."""
+        try:
+            ruleset = load_ruleset(self.root, self._notify_builder)
+        except RulesInvalid as exc:
+            self.last_errors = exc.errors
+            self._metrics.reload_failed()
+            log.error("rules reload failed", extra={"errors": [str(e) for e in exc.errors]})
+            raise
+        self._swap(ruleset)
+        return ruleset
+
+    async def reload(self) -> Ruleset:
+        """Build off the event loop, then swap. Raises RulesInvalid; the old rules keep serving."""
+        async with self._lock:
+            return await asyncio.to_thread(self.load_now)
+
+    def _swap(self, ruleset: Ruleset) -> None:
+        self._current = ruleset
+        self.last_errors = []
+        notify = ruleset.notify
+        counts = {
+            "classes": len(ruleset.classes),
+            "rules": len(ruleset.rules),
+            "providers": len(ruleset.providers),
+            **(notify.counts() if notify is not None else {}),
+        }
+        self._metrics.rules_swapped(
+            ruleset.version, counts, ruleset.reasons(), [r.id for r in ruleset.rules],
+            notify.label_sets() if notify is not None else [], self._clock(),
+        )
+        log.info("rules loaded", extra={"version": ruleset.version, "rules": len(ruleset.rules)})
+
+    def count_match(self, rule_id: str | None) -> None:
+        if rule_id is not None:
+            self.match_counts[rule_id] = self.match_counts.get(rule_id, 0) + 1
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Reload on every settled change under the rules directory until `stop` is set."""
+        async for _ in awatch(self.root, stop_event=stop, debounce=DEBOUNCE_MS, recursive=True):
+            try:
+                await self.reload()
+            except RulesInvalid as exc:  # already counted and logged in detail by load_now
+                log.warning("rules change refused; the last good rules keep serving",
+                            extra={"error_count": len(exc.errors)})
