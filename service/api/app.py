@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -21,6 +21,8 @@ from service.api.routes import router
 from service.errors import RulesInvalid
 from service.metrics import Metrics
 from service.models import BatchRequest, ErrorReport, Problem
+from service.notify.config import build_notify
+from service.notify.pipeline import Notifier
 from service.rules.store import RuleStore
 from service.settings import Settings
 
@@ -85,10 +87,17 @@ def _openapi(app: FastAPI) -> Any:
     return build
 
 
-def create_app(settings: Settings, registry: CollectorRegistry | None = None, notifier: Any = None) -> FastAPI:
+NotifierFactory = Callable[[Settings, Metrics], Any]
+
+
+def create_app(settings: Settings, registry: CollectorRegistry | None = None,
+               notifier_factory: NotifierFactory | None = None) -> FastAPI:
+    """Wire everything. `notifier_factory` is the seam tests use to inject a clock or an HTTP transport."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = Metrics(registry)
-    store = RuleStore(settings.rules_dir, metrics)
+    store = RuleStore(settings.rules_dir, metrics, notify_builder=build_notify)
+    factory = notifier_factory or Notifier
+    notifier = factory(settings, metrics) if settings.notify_enabled else None
     services = Services(settings=settings, metrics=metrics, registry=registry, store=store, notifier=notifier)
     app = FastAPI(
         title="errtriage",
