@@ -179,7 +179,8 @@ def _absorb_dict(obj: dict[str, Any], found: NormalizedError, depth: int) -> Non
     elif isinstance(error, str):
         _absorb_error_string(obj, error, found)
     _absorb_fields(obj, found)
-    for key in ("data", "lastError", "cause", "response", "body", "metadata", "detail", "details", "errors", "raw"):
+    for key in ("responseBody", "data", "lastError", "cause", "response", "body", "metadata", "detail", "details",
+                "errors", "raw"):
         _absorb_nested(obj.get(key), found, depth)
 
 

@@ -148,20 +148,34 @@ class ClassSpec(Strict):
         return value
 
 
+def _match_one_or_many(schema: dict[str, Any]) -> None:
+    """Editors should accept the single-block form the validator accepts."""
+    many = schema["properties"]["match"]
+    description = many.pop("description", None)
+    schema["properties"]["match"] = {"anyOf": [many["items"], many], "description": description}
+
+
 class ClassRule(Strict):
+    model_config = ConfigDict(json_schema_extra=_match_one_or_many)
+
     id: str = Field(..., pattern=ID_PATTERN)
     description: str | None = None
     class_: str = Field(..., alias="class")
     reason: str
     priority: int = Field(0, description="Higher first; equal priorities keep file order.")
-    match: MatchBlock | list[MatchBlock] = Field(..., description="A block, or a list of blocks (any of).")
+    match: list[MatchBlock] = Field(..., min_length=1, description="A block, or a list of blocks (any of).")
     not_: MatchBlock | None = Field(None, alias="not", description="The rule is skipped when any field here matches.")
     retryable: bool | None = None
     recovery: RecoverySpec | None = None
     tests: list[RuleTest] = Field(default_factory=list)
 
+    @field_validator("match", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
+
     def blocks(self) -> list[MatchBlock]:
-        return self.match if isinstance(self.match, list) else [self.match]
+        return self.match
 
 
 class ProviderSpec(Strict):

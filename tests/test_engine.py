@@ -1,0 +1,162 @@
+"""The rule engine on small, purpose-built tables: order, conditions, captures, explain."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from service.models import ErrorReport
+from service.normalize import normalize
+from service.rules.engine import Ruleset, classify
+from service.rules.loader import load_ruleset
+
+TAXONOMY = """
+classes:
+  - id: demo
+    reasons: {a: {}, b: {}, c: {}}
+  - id: unknown
+    reasons: {unclassified: {}}
+"""
+PROVIDERS = """
+providers:
+  - {id: acme, kind: ai, hosts: [api.acme.test], models: ['\\bacme-\\d+'], text: ['\\bacme\\b']}
+  - {id: relay, kind: ai, gateway: true, hosts: [relay.test], text: ['\\brelay\\b']}
+  - {id: forge, kind: git, codes: [FORGE_DENIED], text: ['\\bforge\\b']}
+"""
+
+
+def build(tmp_path: Path, **class_files: str) -> Ruleset:
+    (tmp_path / "classes").mkdir()
+    (tmp_path / "providers").mkdir()
+    (tmp_path / "classes" / "00-taxonomy.yaml").write_text(TAXONOMY)
+    (tmp_path / "providers" / "00.yaml").write_text(PROVIDERS)
+    for name, text in class_files.items():
+        (tmp_path / "classes" / f"{name}.yaml").write_text(textwrap.dedent(text))
+    return load_ruleset(tmp_path)
+
+
+def verdict(ruleset: Ruleset, **report: object):  # noqa: ANN201
+    return classify(normalize(ErrorReport.model_validate(report)), ruleset)
+
+
+def test_minimal_rule_from_design(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, **{"50-ours": """
+        rules:
+          - id: example-rule
+            class: demo
+            reason: a
+            match:
+              message: {contains: ["plan limit reached"]}
+        """})
+    assert verdict(ruleset, message="Generation failed: PLAN LIMIT REACHED").rule.id == "example-rule"
+    assert verdict(ruleset, message="all good").class_ == "unknown"
+
+
+def test_priority_then_file_order_then_position(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, **{
+        "10-first": """
+            rules:
+              - {id: low-first, class: demo, reason: a, match: {message: boom}}
+              - {id: low-second, class: demo, reason: b, match: {message: boom}}
+            """,
+        "20-later": """
+            rules:
+              - {id: high-later, class: demo, reason: c, priority: 10, match: {message: [boom, bang]}}
+              - {id: low-later, class: demo, reason: c, match: {message: only}}
+            """,
+    })
+    assert verdict(ruleset, message="boom").rule.id == "high-later"
+    assert [r.id for r in ruleset.rules] == ["high-later", "low-first", "low-second", "low-later"]
+
+
+def test_and_within_block_any_of_blocks_and_not(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, r1="""
+        rules:
+          - id: both
+            class: demo
+            reason: a
+            match:
+              - {status: [429], message: {regex: ['rate.?limit']}}
+              - {code: {equals: [too_many]}}
+            not:
+              message: {contains: [quota]}
+        """)
+    assert verdict(ruleset, status=429, message="Rate-limit hit").rule.id == "both"
+    assert verdict(ruleset, status=400, message="rate limit").rule is None  # AND: status must hold too
+    assert verdict(ruleset, code="TOO_MANY").rule.id == "both"  # any-of blocks, case-insensitive equals
+    assert verdict(ruleset, code="too_many_x").rule is None  # equals is the whole value
+    assert verdict(ruleset, status=429, message="rate limit: quota").rule is None  # vetoed by not
+
+
+def test_status_ranges(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, r="""
+        rules:
+          - {id: five, class: demo, reason: a, match: {status: [5xx]}}
+          - {id: span, class: demo, reason: b, match: {status: ['400-404']}}
+        """)
+    assert verdict(ruleset, status=503).rule.id == "five"
+    assert verdict(ruleset, status=404).rule.id == "span"
+    assert verdict(ruleset, status=405).rule is None
+
+
+def test_named_groups_become_captures_case_preserved(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, r="""
+        rules:
+          - id: key
+            class: demo
+            reason: a
+            match: {message: {regex: ['pass (?:it|your key) as (?P<key_argument>_?[A-Za-z]+)']}}
+        """)
+    assert verdict(ruleset, message="API key required: pass your key as _altosKey").captures == {
+        "key_argument": "_altosKey"}
+
+
+def test_provider_order_hint_gateway_structured_host_model_text(tmp_path: Path) -> None:
+    ruleset = build(tmp_path)
+    assert verdict(ruleset, message="acme failed", provider="Forge").provider.id == "forge"  # hint wins
+    hinted = verdict(ruleset, message="x", provider="Mystery")
+    assert (hinted.provider.id, hinted.provider.kind) == ("mystery", None)
+    assert verdict(ruleset, message="acme-7 via relay").provider.id == "relay"  # gateway beats model
+    assert verdict(ruleset, code="FORGE_DENIED", message="acme").provider.decided_by == "types/codes"
+    assert verdict(ruleset, message="see https://api.acme.test/v1").provider.decided_by == "hosts"
+    assert verdict(ruleset, message="model acme-3 failed").provider.decided_by == "models"
+    assert verdict(ruleset, message="the acme service").provider.decided_by == "text"
+    assert verdict(ruleset, message="nothing here").provider.id is None
+
+
+def test_provider_kind_condition(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, r="""
+        rules:
+          - {id: ai-limit, class: demo, reason: a, match: {provider_kind: {equals: [ai]}, message: rate limit}}
+          - {id: git-limit, class: demo, reason: b, match: {provider_kind: {equals: [git]}, message: rate limit}}
+        """)
+    assert verdict(ruleset, message="acme: rate limit").rule.id == "ai-limit"
+    assert verdict(ruleset, message="forge: rate limit").rule.id == "git-limit"
+    assert verdict(ruleset, message="my app: rate limit").rule is None
+
+
+def test_explain_lists_rules_tried_and_the_winner(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, r="""
+        rules:
+          - {id: needs-429, class: demo, reason: a, priority: 5, match: {status: [429], message: boom}}
+          - {id: plain, class: demo, reason: b, match: {message: boom}}
+        """)
+    result = classify(normalize(ErrorReport(message="boom")), ruleset, explain=True)
+    tried = result.explain["rules_tried"]
+    assert [t["rule"] for t in tried] == ["needs-429", "plain"]
+    assert tried[0]["matched"] is False and tried[0]["missing"] == ["status"]
+    assert tried[1]["won"] is True and "message" in tried[1]["conditions"]
+    assert result.explain["winner"] == "plain" and "priority" in result.explain["order"]
+
+
+@pytest.mark.parametrize("count", [1, 2000])
+def test_many_rules_still_pick_the_right_one(tmp_path: Path, count: int) -> None:
+    lines = ["rules:"]
+    for i in range(count):
+        lines.append(f"  - {{id: r{i}, class: demo, reason: a, match: {{message: {{regex: ['code-{i}\\b']}}}}}}")
+    lines.append("  - {id: last, class: demo, reason: b, match: {message: 'the needle'}}")
+    ruleset = build(tmp_path, big="\n".join(lines))
+    assert verdict(ruleset, message=f"failure code-{count - 1} seen").rule.id == f"r{count - 1}"
+    assert verdict(ruleset, message="where is the needle").rule.id == "last"

@@ -1,0 +1,108 @@
+"""Invalid rule files: one file per error, each refused with file, line, rule id and an exact message."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.errors import RulesInvalid
+from service.rules.loader import load_ruleset
+
+INVALID = Path(__file__).resolve().parent / "data" / "invalid"
+TAXONOMY = "classes:\n  - id: demo\n    reasons: {a: {}}\n"
+
+EXPECTED = {
+    "yaml-syntax": "classes/x.yaml:5: YAML: did not find expected ',' or ']'",
+    "unknown-key": "classes/x.yaml:6 [typo]: rules.0.matches: Extra inputs are not permitted",
+    "undefined-class": "classes/x.yaml:2 [nowhere]: undefined class 'nosuch'",
+    "undefined-reason": "classes/x.yaml:2 [wrong-reason]: reason 'zzz' is not declared for class 'demo'",
+    "duplicate-id": "classes/x.yaml:6 [twice]: duplicate rule id 'twice' (first in classes/x.yaml)",
+    "bad-regex": "classes/x.yaml:2 [lookahead]: message: regex '(?=never)x' does not compile under RE2: "
+                 "invalid perl operator: (?=",
+    "bad-status": "classes/x.yaml:5 [status-typo]: rules.0.match.0.status: Value error, "
+                  "status '6xx' is neither a code, 'Nxx', nor 'NNN-NNN'",
+    "empty-match": "classes/x.yaml:5 [matches-nothing]: rules.0.match.0: Value error, "
+                   "a match block needs at least one field",
+    "empty-literal": "classes/x.yaml:5 [matches-everything]: rules.0.match.0.message: Value error, "
+                     "empty strings match everything; remove them",
+    "wrong-section": "classes/x.yaml:1: section 'providers' does not belong in classes/",
+}
+
+
+def rules_dir_with(tmp_path: Path, case: str) -> Path:
+    root = tmp_path / "rules"
+    (root / "classes").mkdir(parents=True)
+    (root / "classes" / "00-taxonomy.yaml").write_text(TAXONOMY)
+    shutil.copy(INVALID / f"{case}.yaml", root / "classes" / "x.yaml")
+    return root
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_invalid_file_is_refused_with_exact_message(tmp_path: Path, case: str) -> None:
+    with pytest.raises(RulesInvalid) as caught:
+        load_ruleset(rules_dir_with(tmp_path, case))
+    messages = [str(e) for e in caught.value.errors]
+    assert EXPECTED[case] in messages, messages
+
+
+def test_every_invalid_file_has_an_expectation() -> None:
+    assert sorted(p.stem for p in INVALID.glob("*.yaml")) == sorted(EXPECTED)
+
+
+def test_all_errors_are_reported_together(tmp_path: Path) -> None:
+    root = rules_dir_with(tmp_path, "undefined-class")
+    shutil.copy(INVALID / "undefined-reason.yaml", root / "classes" / "y.yaml")
+    with pytest.raises(RulesInvalid) as caught:
+        load_ruleset(root)
+    assert len(caught.value.errors) == 2
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service", *args], input=stdin, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_check_passes_on_the_shipped_rules() -> None:
+    result = run_cli("check")
+    assert result.returncode == 0, result.stderr
+    assert " 0 failed, 0 rules unexercised" in result.stdout
+
+
+def test_check_names_file_and_rule_on_errors(tmp_path: Path) -> None:
+    result = run_cli("check", str(rules_dir_with(tmp_path, "undefined-class")))
+    assert result.returncode == 1
+    assert "classes/x.yaml:2 [nowhere]: undefined class 'nosuch'" in result.stderr
+
+
+def test_check_fails_on_a_failing_case_and_an_unexercised_rule(tmp_path: Path) -> None:
+    root = rules_dir_with(tmp_path, "undefined-class")
+    (root / "classes" / "x.yaml").write_text(
+        "rules:\n"
+        "  - {id: tested, class: demo, reason: a, match: {message: boom}, tests: [{message: 'no match'}]}\n"
+        "  - {id: untested, class: demo, reason: a, match: {message: bang}}\n")
+    result = run_cli("check", str(root))
+    assert result.returncode == 1
+    assert "rule tested: rule: expected 'tested', got None" in result.stderr
+    assert "classes/x.yaml [untested]: no test case exercises this rule" in result.stderr
+
+
+def test_classify_cli_reads_stdin() -> None:
+    result = run_cli("classify", stdin=json.dumps({"raw": {"type": "error", "error": {
+        "type": "overloaded_error", "message": "Overloaded"}}}))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert (out["class"], out["reason"], out["provider"]) == ("ai_provider", "overloaded", "anthropic")
+    assert run_cli("classify", stdin="{nope").returncode == 2
+
+
+def test_schema_cli_matches_the_committed_schema() -> None:
+    result = run_cli("schema")
+    schema = json.loads(result.stdout)
+    assert {"rules", "classes", "providers"} <= set(schema["properties"])
+    committed = Path(__file__).resolve().parent.parent / "rules" / "schema.json"
+    assert json.loads(committed.read_text()) == schema, "run: errtriage schema > rules/schema.json"
