@@ -1,0 +1,30 @@
+"""Project hygiene held in CI: one-way imports, a lint-clean Dockerfile."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def test_import_contracts_hold() -> None:
+    result = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint") or str(BIN / "hadolint")
+    result = subprocess.run([hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_builds_with_the_classic_builder_too() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "# syntax=" not in text and "--mount" not in text and "<<" not in text and "@sha256:" not in text
+    assert "FROM python:3.12-slim" in text and "EXPOSE 8080" in text and "HEALTHCHECK" in text
+    assert "\nUSER 10001" in text
