@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.models import Action
+from service.notify.schema import ChannelSpec, RouteSpec, SilenceSpec
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,49}$"
@@ -199,6 +200,6 @@ class RuleFile(Strict):
     classes: list[ClassSpec] = Field(default_factory=list, description="classes/: the class and reason vocabulary.")
     rules: list[ClassRule] = Field(default_factory=list, description="classes/: class rules.")
     providers: list[ProviderSpec] = Field(default_factory=list, description="providers/: provider detection.")
-    channels: list[dict[str, Any]] = Field(default_factory=list, description="routes/: notification channels.")
-    routes: list[dict[str, Any]] = Field(default_factory=list, description="routes/: notification routes.")
-    silences: list[dict[str, Any]] = Field(default_factory=list, description="silences/: muted notifications.")
+    channels: list[ChannelSpec] = Field(default_factory=list, description="routes/: notification channels.")
+    routes: list[RouteSpec] = Field(default_factory=list, description="routes/: notification routes, first match wins.")
+    silences: list[SilenceSpec] = Field(default_factory=list, description="silences/: muted notifications.")
