@@ -1,21 +1,88 @@
-"""INTERIM (being replaced by the notifications work): routes, channels, templates, silences."""
+"""The compiled notification tables of one ruleset: channels, routes, templates, silences.
+
+Built by `build_notify` when the rules load, cross-checked with messages that name the
+file, line and id (alertmanager style: "undefined channel 'x' used in route 'y'"), and
+never changed afterwards: a reload builds a new one.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from service.errors import RulesInvalid
+from service.notify.crosscheck import collect
+from service.notify.render import TemplateSet, load_templates
+from service.notify.schema import ChannelSpec, RouteMatch, RouteSpec, SilenceMatch, SilenceSpec
+from service.rules.schema import ClassSpec, ProviderSpec
 
 
+class Classified(Protocol):
+    """What routing reads of a classification."""
+
+    class_: str
+    reason: str
+    provider: str | None
+
+
+def _has(allowed: list[str] | None, value: str | None) -> bool:
+    return allowed is None or (value is not None and value.lower() in allowed)
+
+
+def route_matches(match: RouteMatch, classification: Classified, source: str | None) -> bool:
+    return (classification.class_ in match.class_ and _has(match.reason, classification.reason)
+            and _has(match.provider, classification.provider) and _has(match.source, source))
+
+
+def silence_matches(match: SilenceMatch, classification: Classified, source: str | None) -> bool:
+    return (_has(match.class_, classification.class_) and _has(match.provider, classification.provider)
+            and _has(match.source, source))
+
+
+@dataclass(frozen=True)
 class NotifyConfig:
+    channels: dict[str, ChannelSpec]
+    routes: tuple[RouteSpec, ...]
+    templates: dict[str, TemplateSet]
+    silences: tuple[SilenceSpec, ...]
+    provider_names: dict[str, str]
+
     def counts(self) -> dict[str, int]:
-        return {}
+        return {"routes": len(self.routes), "channels": len(self.channels), "templates": len(self.templates),
+                "silences": len(self.silences)}
 
     def label_sets(self) -> list[tuple[str, str]]:
-        return []
+        """Every (channel id, class) a route can count under, to pre-create the metric series."""
+        pairs = {(channel, class_id) for route in self.routes for class_id in route.match.class_
+                 for channel in route.channels}
+        return sorted(pairs)
 
-    def route_for(self, classification: Any, report: Any) -> Any:
-        return None
+    def route_for(self, classification: Classified, report: Any) -> RouteSpec | None:
+        """The first route (file order) whose match holds; `report` is anything with a `.source`."""
+        source = getattr(report, "source", None)
+        return next((r for r in self.routes if route_matches(r.match, classification, source)), None)
+
+    def silence_for(self, classification: Classified, source: str | None, now: datetime) -> SilenceSpec | None:
+        """The first silence that matches and has not expired at `now`."""
+        return next((s for s in self.silences if now < s.until and silence_matches(s.match, classification, source)),
+                    None)
 
 
-def build_notify(root: Path, files: list[Any], classes: dict[str, Any], providers: dict[str, Any]) -> NotifyConfig:
-    return NotifyConfig()
+def build_notify(root: Path, files: list[Any], classes: dict[str, ClassSpec],
+                 providers: dict[str, ProviderSpec]) -> NotifyConfig:
+    """Channels, routes and silences of the parsed files, plus the compiled templates.
+    Raises RulesInvalid with every error found."""
+    templates, errors = load_templates(root)
+    collected = collect(files, classes, providers, set(templates), errors)
+    if errors:
+        raise RulesInvalid(errors)
+    return NotifyConfig(
+        channels=collected.channels,
+        routes=tuple(collected.routes),
+        templates=templates,
+        silences=tuple(collected.silences),
+        provider_names={pid: spec.name or pid for pid, spec in providers.items()},
+    )
+

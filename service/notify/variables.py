@@ -1,0 +1,81 @@
+"""What a template sees: the classification, the (redacted) error and its context.
+
+The same keys are always present (None when the report did not carry them), so a
+template that renders with the samples below renders with any real report. That is
+what lets every template be test-rendered when the rules load, not at send time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.models import Classification
+from service.normalize import NormalizedError
+from service.redact import redact, redact_value
+
+CONTEXT_KEYS = ("user_email", "user_id", "work_id", "work_name", "step_id")
+MESSAGE_LIMIT = 4000
+
+
+def template_variables(classification: Classification, error: NormalizedError, route: str | None,
+                       provider_name: str | None) -> dict[str, Any]:
+    """Every variable a notification template may use. Text from the payload is redacted."""
+    context = _context(error.context)
+    return {
+        "id": classification.id,
+        "class": classification.class_,
+        "reason": classification.reason,
+        "provider": classification.provider,
+        "provider_name": provider_name or classification.provider,
+        "provider_kind": classification.provider_kind,
+        "retryable": classification.retryable,
+        "rule": classification.rule,
+        "route": route,
+        "message": redact(_capped(error.message)),
+        "status": error.status,
+        "source": error.source,
+        "tool": error.tool,
+        "recovery": redact_value(classification.recovery.model_dump(mode="json")),
+        "details": redact_value(dict(classification.details)),
+        "context": context,
+        "user": context["user_email"] or context["user_id"],
+        "work_id": context["work_id"],
+        "work_name": context["work_name"],
+    }
+
+
+def _context(raw: dict[str, Any]) -> dict[str, Any]:
+    context: dict[str, Any] = {key: None for key in CONTEXT_KEYS}
+    context.update(redact_value(raw) or {})
+    for key in CONTEXT_KEYS:
+        value = context[key]
+        context[key] = None if value in (None, "") else str(value)
+    return context
+
+
+def _capped(message: str) -> str:
+    return message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + "…"
+
+
+def _sample(provider: str | None, context: dict[str, Any], message: str) -> dict[str, Any]:
+    full = {key: None for key in CONTEXT_KEYS} | context
+    recovery = {"action": "escalate", "max_attempts": 1, "attempts_left": 0, "backoff_ms": [],
+                "retry_hint": "A sample hint.", "alternatives": [], "examples": [], "feedback_hint": None,
+                "suggested_tools": []}
+    return {
+        "id": "sample", "class": "ai_credits", "reason": "quota_exceeded", "provider": provider,
+        "provider_name": provider, "provider_kind": "ai" if provider else None, "retryable": False,
+        "rule": "sample-rule", "route": "sample-route", "message": message, "status": 429,
+        "source": None, "tool": None, "recovery": recovery, "details": {}, "context": full,
+        "user": full["user_email"] or full["user_id"], "work_id": full["work_id"], "work_name": full["work_name"],
+    }
+
+
+def samples() -> list[dict[str, Any]]:
+    """A full and a sparse set of variables; the message has quotes, markup and a line break,
+    so a JSON template that forgets `|tojson` fails at load."""
+    full = _sample("openai", {"user_email": "dev@example.com", "user_id": "u-1", "work_id": "w-42",
+                              "work_name": "Sample work", "step_id": "s-1"},
+                   'Sample "quoted" <b>message</b>\nsecond line')
+    sparse = _sample(None, {}, "")
+    return [full, sparse]
