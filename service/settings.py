@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     notify_queue_size: int = Field(10_000, ge=1, le=1_000_000)
     notify_workers: int = Field(4, ge=1, le=64)
     notify_deadline_seconds: float = Field(600.0, gt=0, description="Give up on a notification after this long.")
+    notify_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry backoff step (doubles).")
+    notify_retry_max_seconds: float = Field(60.0, gt=0, le=3600, description="Largest backoff step.")
+    notify_test_deadline_seconds: float = Field(15.0, gt=0, le=300,
+                                                description="Retries of POST /v1/notifications/test stop after this.")
+    notify_throttle_max_keys: int = Field(100_000, ge=100, le=10_000_000, description="Throttle groups remembered.")
     shutdown_grace_seconds: float = Field(20.0, ge=0, le=600)
     multiproc_dir: Path | None = Field(None, description="prometheus-client multiprocess directory (workers > 1).")
 

@@ -1,24 +1,212 @@
-"""INTERIM (being replaced by the notifications work): the delivery pipeline."""
+"""The notifier: small stages, alertmanager style, off the request path.
+
+    dispatch() (synchronous, never blocks; called by /v1/errors):
+        route -> silence -> recipient -> throttle -> enqueue (bounded; full -> dropped)
+    N worker tasks:
+        render -> retry (transient failures only, backoff + jitter, deadline) -> channel
+
+Routing runs before the silence check so a silenced notification is counted under the
+channels its route names. Delivery is at least once: a send that times out after the
+server accepted the mail is retried. Clock, sleep, jitter, environment, the httpx
+transport and the SMTP TLS context are injected (tests need no patching and no sleeps).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from service.models import NotificationOutcome
+import httpx
+
+from service.errors import DeliveryError
+from service.metrics import Metrics
+from service.models import Classification, NotificationOutcome, NotificationStatus
+from service.normalize import NormalizedError
+from service.notify.channels import Channels
+from service.notify.config import NotifyConfig
+from service.notify.delivery import Deliverer, Delivery
+from service.notify.probe import ProbeResult, probe_message, probe_recipients
+from service.notify.retry import Backoff, Retrier
+from service.notify.schema import ChannelSpec, EmailChannelSpec, RouteSpec, checked_address
+from service.notify.throttle import Throttle
+from service.notify.variables import template_variables
+from service.redact import redact
+from service.settings import Settings
+
+_PRECEDENCE = (NotificationStatus.queued, NotificationStatus.throttled, NotificationStatus.dropped,
+               NotificationStatus.no_recipient)
+_NOT_DELIVERED = "not delivered before shutdown"
+
+
+def recipients_for(spec: ChannelSpec, context: dict[str, Any]) -> tuple[str, ...] | None:
+    """The channel's fixed `to`, else the reporting user's valid address; None when there is none.
+    Channels other than email need no recipient."""
+    if not isinstance(spec, EmailChannelSpec):
+        return ()
+    if spec.to:
+        return tuple(spec.to)
+    address = context.get("user_email")
+    if not address:
+        return None
+    try:
+        return (checked_address(address),)
+    except ValueError:
+        return None
+
+
+def throttle_key(route: RouteSpec, channel_id: str, variables: dict[str, Any]) -> Hashable:
+    return route.id, channel_id, tuple(variables.get(key) for key in route.group_by)
 
 
 class Notifier:
-    def __init__(self, settings: Any, metrics: Any) -> None:
-        self.settings = settings
+    def __init__(self, settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+                 jitter: Callable[[], float] | None = None, environ: Mapping[str, str] | None = None,
+                 http_transport: httpx.AsyncBaseTransport | None = None, smtp_tls_context: Any = None) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._logger = logging.getLogger("errtriage.notify")
+        self._queue: asyncio.Queue[Delivery] = asyncio.Queue(settings.notify_queue_size)
+        self._throttle = Throttle(settings.notify_throttle_max_keys)
+        self._channels = Channels(settings, environ=os.environ if environ is None else environ, clock=clock,
+                                  logger=self._logger, http_transport=http_transport,
+                                  smtp_tls_context=smtp_tls_context)
+        backoff = Backoff(settings.notify_retry_base_seconds, settings.notify_retry_max_seconds,
+                          jitter or random.Random().random)
+        self._deliverer = Deliverer(self._channels, Retrier(backoff, clock, sleep), metrics, clock, self._logger)
+        self._workers: list[asyncio.Task[None]] = []
+        self._closed = False
 
-    async def start(self) -> None:
-        return None
+    # -- the request path -------------------------------------------------------------------------
 
-    async def stop(self, grace: float) -> None:
-        return None
+    def dispatch(self, classification: Classification, error: NormalizedError, ruleset: Any) -> NotificationOutcome:
+        """Run the synchronous stages for one classified report. Never blocks, never raises for delivery."""
+        config: NotifyConfig | None = ruleset.notify
+        route = config.route_for(classification, error) if config is not None else None
+        if config is None or route is None:
+            return NotificationOutcome(status=NotificationStatus.none)
+        now = self._clock()
+        if config.silence_for(classification, error.source, datetime.fromtimestamp(now, UTC)) is not None:
+            for channel_id in route.channels:
+                self._count(channel_id, classification.class_, "silenced")
+            return NotificationOutcome(status=NotificationStatus.silenced, route=route.id, channels=route.channels)
+        provider_name = config.provider_names.get(classification.provider or "")
+        variables = template_variables(classification, error, route.id, provider_name)
+        statuses = {cid: self._channel_stages(config, route, config.channels[cid], variables, now)
+                    for cid in route.channels}
+        return next(NotificationOutcome(status=status, route=route.id, channels=chosen) for status in _PRECEDENCE
+                    if (chosen := [cid for cid, s in statuses.items() if s is status]))
+
+    def _channel_stages(self, config: NotifyConfig, route: RouteSpec, spec: ChannelSpec,
+                        variables: dict[str, Any], now: float) -> NotificationStatus:
+        class_id = variables["class"]
+        recipients = recipients_for(spec, variables["context"])
+        if recipients is None:
+            self._count(spec.id, class_id, "no_recipient")
+            return NotificationStatus.no_recipient
+        key = throttle_key(route, spec.id, variables)
+        if not self._throttle.admit(key, route.throttle, now):
+            self._count(spec.id, class_id, "throttled")
+            return NotificationStatus.throttled
+        item = Delivery(variables["id"], route.id, spec, config.templates[route.template], variables, recipients,
+                        class_id, now, now + self._settings.notify_deadline_seconds, key)
+        return self._enqueue(item)
+
+    def _enqueue(self, item: Delivery) -> NotificationStatus:
+        try:
+            if self._closed:
+                raise asyncio.QueueFull
+            self._queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self._throttle.release(item.throttle_key)
+            self._count(item.channel.id, item.class_, "dropped")
+            self._logger.warning("notification dropped: the queue is full" if not self._closed else
+                                 "notification dropped: shutting down",
+                                 extra={"notification_id": item.notification_id, "channel": item.channel.id})
+            return NotificationStatus.dropped
+        self._metrics.queue_depth.set(self._queue.qsize())
+        return NotificationStatus.queued
+
+    def _count(self, channel_id: str, class_id: str, outcome: str) -> None:
+        self._metrics.notifications.labels(channel_id, class_id, outcome).inc()
 
     def queue_full(self) -> bool:
-        return False
+        return self._queue.full()
 
-    def dispatch(self, classification: Any, error: Any, ruleset: Any) -> NotificationOutcome:
-        return NotificationOutcome()
+    # -- the workers ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the worker tasks (idempotent)."""
+        if not self._workers:
+            self._workers = [asyncio.create_task(self._work(), name=f"errtriage-notify-{n}")
+                             for n in range(self._settings.notify_workers)]
+
+    async def _work(self) -> None:
+        while True:
+            item = await self._queue.get()
+            self._metrics.queue_depth.set(self._queue.qsize())
+            try:
+                await self._deliverer.deliver(item)
+            except asyncio.CancelledError:
+                self._deliverer.fail(item, None, _NOT_DELIVERED)
+                raise
+            finally:
+                self._queue.task_done()
+
+    async def drain(self) -> None:
+        """Wait until every queued notification has been delivered or has finally failed."""
+        await self._queue.join()
+
+    async def stop(self, grace: float) -> None:
+        """Stop taking notifications, drain the queue for up to `grace` seconds, then cancel the
+        workers. Whatever was not delivered by then is logged and counted `failed`."""
+        self._closed = True
+        if self._workers:
+            try:
+                await asyncio.wait_for(self._queue.join(), timeout=grace)
+            except TimeoutError:
+                self._logger.warning("notification queue not drained within the grace period",
+                                     extra={"grace_seconds": grace, "queued": self._queue.qsize()})
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        while not self._queue.empty():
+            self._deliverer.fail(self._queue.get_nowait(), None, _NOT_DELIVERED)
+            self._queue.task_done()
+        self._metrics.queue_depth.set(0)
+        await self._channels.aclose()
+
+    # -- the operator's test message --------------------------------------------------------------
+
+    async def send_test(self, channel_id: str, to: str | None, ruleset: Any) -> ProbeResult | None:
+        """Send a test message through one channel now, with retries capped by
+        settings.notify_test_deadline_seconds. None if the channel does not exist.
+        Raises ValueError if `to` is not a valid address. Not counted in the metrics."""
+        config: NotifyConfig | None = ruleset.notify
+        spec = config.channels.get(channel_id) if config is not None else None
+        if spec is None:
+            return None
+        recipients = probe_recipients(spec, to)
+        if recipients is None:
+            return ProbeResult(channel=spec.id, outcome="no_recipient",
+                               detail='no address: pass "to", or give the channel a fixed "to"')
+        now = self._clock()
+        out = probe_message(spec, recipients, f"test-{uuid.uuid4().hex}", now)
+        deadline = now + self._settings.notify_test_deadline_seconds
+        try:
+            attempts = await self._deliverer.send(spec, out, deadline, lambda exc, delay: None)
+        except DeliveryError as exc:
+            self._logger.warning("test notification failed", extra={"channel": spec.id, "error": redact(str(exc))})
+            return ProbeResult(channel=spec.id, outcome="failed", detail=redact(str(exc)))
+        where = self._channels.describe(spec)
+        self._logger.info("test notification sent", extra={"channel": spec.id, "to": list(recipients)})
+        return ProbeResult(channel=spec.id, outcome="sent", detail=f"delivered to {where}; attempts: {attempts}")

@@ -1,0 +1,64 @@
+"""Channels: what a channel spec of the rule tables becomes at send time.
+
+    email   -> EmailChannel through ERRTRIAGE_SMTP_*, or LogChannel when no SMTP host is set
+    webhook -> WebhookChannel on the notifier's shared httpx client
+    log     -> LogChannel
+
+Every channel has one method, `send(Outgoing)`, which returns or raises DeliveryError
+(with .transient); channels never sleep or loop, the retry stage does.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import httpx
+
+from service.notify.logchannel import LogChannel
+from service.notify.mail import EmailChannel, SmtpConfig
+from service.notify.outgoing import Outgoing
+from service.notify.schema import ChannelSpec, EmailChannelSpec, WebhookChannelSpec
+from service.notify.webhook import WebhookChannel
+from service.settings import Settings
+
+NO_SMTP_NOTE = "ERRTRIAGE_SMTP_HOST is not set: this email was written to the log instead of being sent"
+
+
+class Channel(Protocol):
+    async def send(self, out: Outgoing) -> None: ...
+
+
+class Channels:
+    """Builds channels from specs; owns the httpx client the webhooks share."""
+
+    def __init__(self, settings: Settings, *, environ: Mapping[str, str], clock: Callable[[], float],
+                 logger: logging.Logger, http_transport: httpx.AsyncBaseTransport | None = None,
+                 smtp_tls_context: ssl.SSLContext | None = None) -> None:
+        self._smtp = SmtpConfig.from_settings(settings, smtp_tls_context)
+        self._environ = environ
+        self._clock = clock
+        self._logger = logger
+        self._client = httpx.AsyncClient(transport=http_transport, follow_redirects=False)
+
+    def build(self, spec: ChannelSpec) -> Channel:
+        if isinstance(spec, EmailChannelSpec):
+            if self._smtp is None:
+                return LogChannel(self._logger, NO_SMTP_NOTE)
+            return EmailChannel(self._smtp, self._clock)
+        if isinstance(spec, WebhookChannelSpec):
+            return WebhookChannel(spec, self._client, self._environ, self._clock)
+        return LogChannel(self._logger)
+
+    def describe(self, spec: ChannelSpec) -> str:
+        """Where a send through this channel goes, for operators (no secrets)."""
+        if isinstance(spec, EmailChannelSpec):
+            return self._smtp.describe() if self._smtp is not None else f"the log ({NO_SMTP_NOTE.split(':')[0]})"
+        if isinstance(spec, WebhookChannelSpec):
+            return f"POST to ${spec.url_env}" + (f", signed with ${spec.secret_env}" if spec.secret_env else "")
+        return "the log"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
