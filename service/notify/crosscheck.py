@@ -21,11 +21,24 @@ class Collected:
     silences: list[SilenceSpec] = field(default_factory=list)
 
 
-def _line(parsed: Any, section: str, index: int) -> int:
-    try:
-        return int(parsed.raw[section][index].line)
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return 0
+@dataclass(frozen=True)
+class Where:
+    """An entry's place; its line is looked up only when an error needs it (that re-parses the file)."""
+
+    parsed: Any
+    section: str
+    index: int
+
+    @property
+    def file(self) -> str:
+        return str(self.parsed.relative)
+
+    def error(self, entry_id: str, message: str) -> RuleError:
+        try:
+            line = int(self.parsed.raw[self.section][self.index].line)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            line = 0
+        return RuleError(self.file, line, entry_id, message)
 
 
 class _Checker:
@@ -37,23 +50,21 @@ class _Checker:
         self.errors = errors
         self.first_in: dict[tuple[str, str], str] = {}
 
-    def unique(self, kind: str, entry_id: str, where: tuple[str, int]) -> bool:
+    def unique(self, kind: str, entry_id: str, where: Where) -> bool:
         first = self.first_in.get((kind, entry_id))
         if first is not None:
-            self.errors.append(RuleError(where[0], where[1], entry_id,
-                                         f"duplicate {kind} id {entry_id!r} (first in {first})"))
+            self.errors.append(where.error(entry_id, f"duplicate {kind} id {entry_id!r} (first in {first})"))
             return False
-        self.first_in[(kind, entry_id)] = where[0]
+        self.first_in[(kind, entry_id)] = where.file
         return True
 
     def undefined(self, kind: str, names: list[str] | None, known: Any, owner: str, entry_id: str,
-                  where: tuple[str, int]) -> None:
+                  where: Where) -> None:
         for name in names or []:
             if name not in known:
-                self.errors.append(RuleError(where[0], where[1], entry_id,
-                                             f"undefined {kind} {name!r} used in {owner} {entry_id!r}"))
+                self.errors.append(where.error(entry_id, f"undefined {kind} {name!r} used in {owner} {entry_id!r}"))
 
-    def route(self, route: RouteSpec, channels: dict[str, ChannelSpec], where: tuple[str, int]) -> None:
+    def route(self, route: RouteSpec, channels: dict[str, ChannelSpec], where: Where) -> None:
         self.undefined("class", route.match.class_, self.classes, "route", route.id, where)
         reasons = {r for c in route.match.class_ if c in self.classes for r in self.classes[c].reasons}
         self.undefined("reason", route.match.reason, reasons, "route", route.id, where)
@@ -61,7 +72,7 @@ class _Checker:
         self.undefined("channel", route.channels, channels, "route", route.id, where)
         self.undefined("template", [route.template], self.templates, "route", route.id, where)
 
-    def silence(self, silence: SilenceSpec, where: tuple[str, int]) -> None:
+    def silence(self, silence: SilenceSpec, where: Where) -> None:
         self.undefined("class", silence.match.class_, self.classes, "silence", silence.id, where)
         self.undefined("provider", silence.match.provider, self.providers, "silence", silence.id, where)
 
@@ -73,16 +84,16 @@ def collect(files: list[Any], classes: dict[str, ClassSpec], providers: dict[str
     found = Collected()
     for parsed in files:
         for index, channel in enumerate(parsed.model.channels):
-            if checker.unique("channel", channel.id, (parsed.relative, _line(parsed, "channels", index))):
+            if checker.unique("channel", channel.id, Where(parsed, "channels", index)):
                 found.channels[channel.id] = channel
     for parsed in files:
         for index, route in enumerate(parsed.model.routes):
-            where = (parsed.relative, _line(parsed, "routes", index))
+            where = Where(parsed, "routes", index)
             checker.route(route, found.channels, where)
             if checker.unique("route", route.id, where):
                 found.routes.append(route)
         for index, silence in enumerate(parsed.model.silences):
-            where = (parsed.relative, _line(parsed, "silences", index))
+            where = Where(parsed, "silences", index)
             checker.silence(silence, where)
             if checker.unique("silence", silence.id, where):
                 found.silences.append(silence)
