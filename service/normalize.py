@@ -194,8 +194,9 @@ def _absorb_dict(obj: dict[str, Any], found: NormalizedError, depth: int) -> Non
         _absorb_error_string(obj, error, found)
     _absorb_fields(obj, found)
     for key in ("responseBody", "data", "lastError", "cause", "response", "body", "metadata", "detail", "details",
-                "errors", "raw"):
+                "errors", "raw", "message", "error_description", "errorMessage"):
         _absorb_nested(obj.get(key), found, depth)
+    _absorb_candidates(obj, found)
 
 
 def _absorb_nested(value: Any, found: NormalizedError, depth: int) -> None:
