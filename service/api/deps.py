@@ -1,4 +1,8 @@
-"""What every route needs, declared once: the composed services and the admin check."""
+"""What every route needs, declared once: the composed services and the admin check.
+
+Both are `async def` on purpose: FastAPI runs a plain `def` dependency in a thread pool,
+a thread hop on every request.
+"""
 
 from __future__ import annotations
 
@@ -25,14 +29,14 @@ class Services:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def require_admin(request: Request, services: ServicesDep) -> None:
+async def require_admin(request: Request, services: ServicesDep) -> None:
     """Bearer ERRTRIAGE_ADMIN_TOKEN; with no token set, admin endpoints are disabled (403)."""
     token = services.settings.admin_token
     if token is None or not token.get_secret_value():
