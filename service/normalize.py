@@ -45,7 +45,7 @@ _STATUS_IN_MESSAGE = _re2("|".join((  # the leftmost of these phrasings wins
     r"(?i:\berror code:?\s*([45]\d\d)\b)",
     r"(?i:\bstatus(?:[ _]?code)?[\s:=]+([45]\d\d)\b)",
     r"\bHTTP(?:/\d(?:\.\d)?)?[\s:]+([45]\d\d)\b",
-    r"^\s*(?:\w+(?:\.\w+)*(?:Error|Exception):\s*)?([45]\d\d)[\s:{-]",
+    r"^\W*(?:\w+(?:[. ]\w+)*\s?(?:Error|Exception)\]?:\s*)?([45]\d\d)[\s:{-]",  # `API Error: 400 {...}`
     r"(?i:\b([45]\d\d)[\s:-]+(?:Too Many Requests|Unauthorized|Forbidden|Not Found|Payment Required|Bad Request"
     r"|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Request Timeout|Conflict)\b)",
 )))
@@ -62,7 +62,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.:/-]{1,80}$")
 _RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows")
 _RESULT_COUNTS = ("total", "total_count", "totalCount", "count", "totalResults", "total_results")
 _META_KEYS = ("examples", "alternatives", "retry_hint", "feedback_hint")
-_NOTE_KEYS = ("stderr", "errorDescription")  # text beside the message that carries the cause (git CLI, n8n)
+_NOTE_KEYS = ("stderr", "errorDescription", "detail")  # text beside the message: the cause (git CLI, n8n, Bitbucket)
 _COMMAND_KEYS = ("cmd", "command", "args")  # a command line often names the remote (git@host:repo)
 _NORMAL_FINISH = ("stop", "end_turn", "tool_calls", "function_call", "tool_use", "finish_reason_unspecified")
 
@@ -164,10 +164,18 @@ def _absorb_raw(raw: Any, found: NormalizedError, message_set: bool) -> None:
         _absorb_dict(raw, found, 0)
         if not found.message and not found.codes and not found.types and _is_empty_result(raw):
             found.shape = SHAPE_EMPTY_RESULT
+        elif not (found.message or found.notes or found.codes or found.types) and found.status is None:
+            _set_message(found, _render_unknown(raw))
     elif isinstance(raw, list):
         for item in raw[:20]:
             if isinstance(item, dict):
                 _absorb_dict(item, found, 1)
+
+
+def _render_unknown(obj: dict[str, Any]) -> str:
+    """A body of no known shape (`{"error parsing tool call": "invalid character..."}`): its text items."""
+    items = [f"{key}: {value}" for key, value in list(obj.items())[:5] if isinstance(value, str) and value.strip()]
+    return "\n".join(items)
 
 
 def _parse_json_text(text: str) -> Any:
@@ -407,6 +415,27 @@ def _absorb_message(found: NormalizedError) -> None:
             found.retry_after_ms = _duration_ms(f"{match.group(1)}{unit}")
 
 
+_REPR_TOKEN = re.compile(r"'[^']*'|\b(?:None|True|False)\b")
+_REPR_WORDS = {"None": "null", "True": "true", "False": "false"}
+
+
+def _repr_as_json(text: str) -> Any:
+    """A Python dict repr read as JSON, for the common case only (no double quote anywhere, so
+    every string is single-quoted and holds no quote); anything else returns None. About 20x
+    cheaper than ast.literal_eval, which stays the fallback."""
+    if '"' in text:
+        return None
+
+    def token(match: re.Match[str]) -> str:
+        word = match.group(0)
+        return f'"{word[1:-1]}"' if word[0] == "'" else _REPR_WORDS[word]
+
+    try:
+        return json.loads(_REPR_TOKEN.sub(token, text))
+    except (ValueError, RecursionError):
+        return None
+
+
 def _embedded_body(message: str) -> Any:
     """The JSON body or Python dict repr a message embeds (`Error code: 429 - {...}`), or None."""
     start = message.find("{")
@@ -420,6 +449,9 @@ def _embedded_body(message: str) -> Any:
     end = text.rfind("}")
     if end < 0:
         return None
+    fast = _repr_as_json(text[: end + 1])
+    if fast is not None:
+        return fast
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes in caller text are not our warning

@@ -77,7 +77,7 @@ def test_gitlab_oauth_body() -> None:
 def test_bitbucket_body() -> None:
     # https://developer.atlassian.com/cloud/bitbucket/rest/intro/#errors
     n = norm(status=404, raw={"type": "error", "error": {"message": "Repository not found", "detail": "x"}})
-    assert n.message == "Repository not found" and n.status == 404
+    assert n.message == "Repository not found\nx" and n.status == 404  # the detail follows the message
 
 
 def test_vercel_ai_sdk_error_with_json_response_body() -> None:

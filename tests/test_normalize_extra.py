@@ -86,3 +86,24 @@ def test_prompt_feedback_block_reason_and_normal_finish() -> None:
     assert norm(raw={"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}).codes == ["PROHIBITED_CONTENT"]
     assert norm(raw={"candidates": [{"finishReason": "STOP"}], "id": "x"}).codes == []
     assert norm(raw={"choices": [{"finish_reason": "content_filter"}]}).codes == ["content_filter"]
+
+
+def test_detail_beside_the_message_is_kept() -> None:
+    # https://github.com/sourcebot-dev/sourcebot/issues/295 (Bitbucket Cloud 404 body)
+    n = norm(status=404, raw={"type": "error", "error": {"message": "Resource not found", "detail": (
+        "There is no API hosted at this URL.\n\nFor information about our API's, please refer to the documentation "
+        "at: https://developer.atlassian.com/bitbucket/api/2/reference/")}})
+    assert n.message.startswith("Resource not found\nThere is no API hosted at this URL.")
+
+
+def test_body_of_no_known_shape_is_rendered_as_text() -> None:
+    # https://github.com/ollama/ollama/issues/11704 (message under the wrong key, ollama#11781)
+    n = norm(raw={"error parsing tool call": "invalid character 'c' looking for beginning of value"})
+    assert n.message == "error parsing tool call: invalid character 'c' looking for beginning of value"
+    assert norm(raw={"total": 0, "results": []}).message == ""
+
+
+def test_status_from_an_api_error_prefix() -> None:
+    # https://github.com/farion1231/cc-switch/issues/464 (Claude Code rendering, body cut short)
+    assert norm(message='API Error: 400 {"error":{"message":"Provider returned error","code":400').status == 400
+    assert norm(message="⏺ API Error: 529 Overloaded.").status == 529
