@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import tempfile
 from pathlib import Path
@@ -58,13 +59,22 @@ def build_app() -> Any:
     return create_app(settings)
 
 
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; several workers share prometheus-client's multiprocess directory."""
     multiproc: Path | None = None
     if settings.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiproc = settings.multiproc_dir or Path(tempfile.mkdtemp(prefix="errtriage-prom-"))
-        multiproc.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(multiproc, ignore_errors=True)  # stale files of an earlier run would be summed in
+        multiproc.mkdir(parents=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(multiproc)
+    # uvicorn drains, then re-raises the signal it caught under the handler it found: make that
+    # handler a clean exit, so a graceful SIGTERM/SIGINT stop exits 0 (and cleans up below).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_cleanly)
     try:
         uvicorn.run(
             "service.api.server:build_app",
