@@ -349,6 +349,10 @@ def _absorb_google_detail(item: dict[str, Any], found: NormalizedError) -> None:
     elif kind.endswith("ErrorInfo"):
         _add(found.codes, item.get("reason"))
         _add_hosts(found, item.get("domain"))
+    elif kind.endswith("QuotaFailure") and isinstance(item.get("violations"), list):
+        for violation in item["violations"][:10]:  # quotaId tells a per-minute limit from a daily cap
+            if isinstance(violation, dict):
+                _add(found.codes, violation.get("quotaId"))
 
 
 def _absorb_headers(headers: dict[str, Any], found: NormalizedError) -> None:

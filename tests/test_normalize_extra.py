@@ -107,3 +107,15 @@ def test_status_from_an_api_error_prefix() -> None:
     # https://github.com/farion1231/cc-switch/issues/464 (Claude Code rendering, body cut short)
     assert norm(message='API Error: 400 {"error":{"message":"Provider returned error","code":400').status == 400
     assert norm(message="⏺ API Error: 529 Overloaded.").status == 529
+
+
+def test_google_quota_failure_ids_become_codes() -> None:
+    # https://github.com/google-gemini/gemini-cli/issues/8437 (QuotaFailure detail of a Gemini 429)
+    n = norm(raw={"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and "
+                            "billing details.", "status": "RESOURCE_EXHAUSTED", "details": [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+            {"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+             "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "59s"}]}})
+    assert n.codes == ["RESOURCE_EXHAUSTED", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"]
+    assert n.retry_after_ms == 59_000
