@@ -73,6 +73,15 @@ class ErrorReport(BaseModel):
     )
     raw: Any = Field(None, description="The original error body or object, any JSON.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_pipeline_event(cls, data: Any) -> Any:
+        """Seed 003's `pipeline:step-failed` event, posted as it is, is a report of its `raw`."""
+        if isinstance(data, dict) and "raw" not in data and "message" not in data and (
+                data.get("event") == "pipeline:step-failed" or ("stepId" in data and "error" in data)):
+            return {"raw": data, "context": data.get("context")}
+        return data
+
     @model_validator(mode="after")
     def _has_content(self) -> ErrorReport:
         if all(getattr(self, name) in (None, "") for name in REPORT_KEY_FIELDS):

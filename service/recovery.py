@@ -71,7 +71,15 @@ def details_of(verdict: Verdict, error: NormalizedError) -> dict[str, Any]:
     return details
 
 
+PIPELINE_HINTS = {
+    "continue": "An optional step failed: the pipeline can continue without it.",
+    "resume_from_checkpoint": "A required step failed: stop the pipeline and resume from its last checkpoint "
+                              "once the cause is fixed.",
+}
+
+
 def _pipeline(error: NormalizedError) -> dict[str, Any]:
+    """Seed 003: an optional step (`recoverable`) does not halt the pipeline; a required one does."""
     step = dict(error.pipeline or {})
     optional = bool(step.get("recoverable")) or bool(error.context.get("optional"))
     step["can_continue"] = optional
@@ -101,6 +109,8 @@ def build_recovery(verdict: Verdict, error: NormalizedError, details: dict[str, 
         examples=_merged(_list(meta.get("examples")), spec.examples),
         feedback_hint=_text(meta.get("feedback_hint")) or _fill(spec.feedback_hint, values),
     )
+    if "pipeline" in details and recovery.retry_hint is None:
+        recovery.retry_hint = PIPELINE_HINTS[details["pipeline"]["next"]]
     if action is Action.discover_tool:
         recovery.retry_hint = None
         recovery.alternatives = []
