@@ -111,6 +111,7 @@ class Mailbox:
         self.messages: list[EmailMessage] = []
         self.raw: list[bytes] = []
         self.envelopes: list[tuple[str, list[str]]] = []
+        self.sessions: list[dict[str, bool]] = []  # per message: was the session TLS, was it logged in
         self.refusals: list[str] = []
         self.arrived = threading.Event()
 
@@ -121,6 +122,8 @@ class Mailbox:
         self.raw.append(raw)
         self.messages.append(message_from_bytes(raw, policy=email_policy.default))  # type: ignore[arg-type]
         self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
+        tls = server.transport.get_extra_info("ssl_object") is not None  # STARTTLS or implicit TLS
+        self.sessions.append({"tls": tls, "authenticated": bool(session.authenticated)})
         self.arrived.set()
         return "250 OK"
 
@@ -166,7 +169,7 @@ def smtp_authenticator(server: Any, session: Any, envelope: Any, mechanism: str,
     """aiosmtpd authenticator accepting only SMTP_USER / SMTP_PASSWORD."""
     ok = (isinstance(auth_data, LoginPassword) and auth_data.login == SMTP_USER.encode()
           and auth_data.password == SMTP_PASSWORD.encode())
-    return AuthResult(success=ok)
+    return AuthResult(success=ok, handled=False)  # handled=False: aiosmtpd itself answers 235 or 535
 
 
 @pytest.fixture(scope="session")

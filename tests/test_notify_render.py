@@ -101,3 +101,20 @@ def test_a_branch_the_samples_miss_fails_as_a_permanent_delivery_error(tmp_path:
     with pytest.raises(DeliveryError) as caught:
         templates["basic"].render(variables(provider="anthropic"))
     assert caught.value.transient is False and "'nope' is undefined" in str(caught.value)
+
+
+def test_build_message_flattens_a_hostile_subject_and_ids() -> None:
+    from email import message_from_bytes, policy
+
+    from service.notify.mail import build_message
+    from service.notify.outgoing import Outgoing
+    from service.notify.render import Rendered
+
+    hostile = "x\r\nBcc: victim@evil.example"
+    out = Outgoing(hostile, hostile, "mail", hostile, ("dev@example.com",),
+                   Rendered(subject=hostile, text="body\r\nBcc: not-a-header@evil.example", html=None, body=None), {})
+    raw = build_message(out, "errtriage@example.com", 1_800_000_000.0).as_bytes()
+    parsed = message_from_bytes(raw, policy=policy.default)
+    assert parsed["Bcc"] is None and parsed["Subject"] == "x Bcc: victim@evil.example"
+    assert parsed["X-Errtriage-Route"] == parsed["X-Errtriage-Class"] == "x Bcc: victim@evil.example"
+    assert "not-a-header@evil.example" in parsed.get_content()
