@@ -106,7 +106,10 @@ def test_metrics_exposes_contract_names_with_precreated_labels(api: httpx.Client
     assert values[("errtriage_errors_total", (("class", "git_auth"), ("provider", "none"),
                                                ("reason", "token_expired")))] == 0
     api.get("/healthz")
-    assert any(name.startswith("http_request") for name, _ in samples(api))
+    api.get("/no/such/path/123")
+    http = {labels: v for (name, labels), v in samples(api).items() if name == "errtriage_http_requests_total"}
+    assert http[(("handler", "/healthz"), ("method", "GET"), ("status", "200"))] >= 1
+    assert http[(("handler", "unmatched"), ("method", "GET"), ("status", "404"))] == 1
 
 
 def problem(response: httpx.Response, status: int) -> dict[str, object]:

@@ -12,10 +12,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
-from prometheus_fastapi_instrumentator import Instrumentator
 
 from service.api.deps import Services
-from service.api.middleware import RequestIdMiddleware
+from service.api.middleware import HttpMetricsMiddleware, RequestIdMiddleware
 from service.api.notify_routes import router as notify_router
 from service.api.problems import install_handlers
 from service.api.routes import router
@@ -110,7 +109,7 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     install_handlers(app)
     app.include_router(router)
     app.include_router(notify_router)
-    Instrumentator(registry=registry, excluded_handlers=["/metrics"]).instrument(app)
+    app.add_middleware(HttpMetricsMiddleware, registry=registry)
     app.add_middleware(RequestIdMiddleware)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app
