@@ -57,6 +57,7 @@ _RETRY_IN_TEXT = _re2(
     r"(?i)(?:try again|retry|retrying|wait|reset)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*"
     r"(ms|milliseconds?|s|sec|secs|seconds?|m|mins?|minutes?)\b"
 )
+_AVAILABLE_TOOLS = _re2(r"\bAvailable tools: ((?:[\w.:/-]+, ?)*[\w.:/-]*\w)")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.:/-]{1,80}$")
 _RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows")
@@ -253,6 +254,9 @@ def _absorb_fields(obj: dict[str, Any], found: NormalizedError) -> None:
             _add_hosts(found, part)
     if found.param is None and isinstance(obj.get("param"), str):
         found.param = obj["param"]
+    tools = obj.get("availableTools", obj.get("available_tools"))
+    if isinstance(tools, list) and "available_tools" not in found.context:  # AI SDK NoSuchToolError
+        found.context = {**found.context, "available_tools": [t for t in tools[:1000] if isinstance(t, str)]}
     for key in ("url", "documentation_url", "request_url", "baseURL", "endpoint", "host"):
         _add_hosts(found, obj.get(key))
     for key in ("model", "model_id", "modelId"):
@@ -411,6 +415,11 @@ def _absorb_message(found: NormalizedError) -> None:
         if match:
             found.status = int(next(group for group in match.groups() if group))
     _add_hosts(found, message)
+    if "available_tools" not in found.context:  # "Model tried to call unavailable tool 'x'. Available tools: a, b."
+        match = _AVAILABLE_TOOLS.search(message[:8192])
+        if match:
+            names = [name for name in re.split(r",\s*", match.group(1)) if name]
+            found.context = {**found.context, "available_tools": names[:1000]}
     if found.retry_after_ms is None:
         match = _RETRY_IN_TEXT.search(message)
         if match:

@@ -119,3 +119,16 @@ def test_google_quota_failure_ids_become_codes() -> None:
         {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "59s"}]}})
     assert n.codes == ["RESOURCE_EXHAUSTED", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"]
     assert n.retry_after_ms == 59_000
+
+
+def test_available_tools_from_a_no_such_tool_error() -> None:
+    # https://github.com/Kilo-Org/kilocode/pull/13446 (serialized AI SDK NoSuchToolError)
+    n = norm(raw={"name": "AI_NoSuchToolError", "message": "Model tried to call unavailable tool 'Write'. "
+                  "Available tools: question, bash.", "toolName": "Write", "availableTools": ["question", "bash"]})
+    assert n.context["available_tools"] == ["question", "bash"]
+    # seed 003: only the rendered message
+    n = norm(message="Model tried to call unavailable tool 'searchWeb'. Available tools: web_search, read_url.")
+    assert n.context["available_tools"] == ["web_search", "read_url"]
+    # the caller's own list wins
+    n = norm(message="Available tools: a, b.", context={"available_tools": ["web_search"]})
+    assert n.context["available_tools"] == ["web_search"]
