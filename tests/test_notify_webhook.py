@@ -44,8 +44,8 @@ class Hook:
     """The base rules' `hook` channel. Replies come from httpx's MockTransport unless `mock` is False
     (then requests go over the network to the URL in the environment)."""
 
-    def __init__(self, settings: Settings, clock: FakeClock, ruleset: Ruleset, replies: list[httpx.Response | Exception],
-                 environ: dict[str, str], mock: bool = True) -> None:
+    def __init__(self, settings: Settings, clock: FakeClock, ruleset: Ruleset,
+                 replies: list[httpx.Response | Exception], environ: dict[str, str], mock: bool = True) -> None:
         self.requests: list[httpx.Request] = []
         self.replies = replies
         self.registry = CollectorRegistry()

@@ -24,7 +24,8 @@ from service.notify.schema import ChannelSpec, EmailChannelSpec, WebhookChannelS
 from service.notify.webhook import WebhookChannel
 from service.settings import Settings
 
-NO_SMTP_NOTE = "ERRTRIAGE_SMTP_HOST is not set: this email was written to the log instead of being sent"
+NO_SMTP = "ERRTRIAGE_SMTP_HOST is not set"
+NO_SMTP_NOTE = f"{NO_SMTP}: this email was written to the log instead of being sent"
 
 
 class Channel(Protocol):
@@ -55,7 +56,7 @@ class Channels:
     def describe(self, spec: ChannelSpec) -> str:
         """Where a send through this channel goes, for operators (no secrets)."""
         if isinstance(spec, EmailChannelSpec):
-            return self._smtp.describe() if self._smtp is not None else f"the log ({NO_SMTP_NOTE.split(':')[0]})"
+            return self._smtp.describe() if self._smtp is not None else f"the log ({NO_SMTP})"
         if isinstance(spec, WebhookChannelSpec):
             return f"POST to ${spec.url_env}" + (f", signed with ${spec.secret_env}" if spec.secret_env else "")
         return "the log"

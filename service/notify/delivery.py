@@ -10,37 +10,49 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
 
 from service.errors import DeliveryError
 from service.metrics import Metrics
+from service.models import Classification
+from service.normalize import NormalizedError
 from service.notify.channels import Channels
 from service.notify.outgoing import Outgoing
 from service.notify.render import TemplateSet
 from service.notify.retry import Retrier
 from service.notify.schema import ChannelSpec
+from service.notify.variables import template_variables
 from service.redact import redact
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class Delivery:
-    """One notification for one channel, as queued by dispatch()."""
+    """One notification for one channel, as queued by dispatch(). The template variables are
+    built (and redacted) by the worker, off the request path."""
 
-    notification_id: str
+    classification: Classification
+    error: NormalizedError
     route: str
+    provider_name: str | None
     channel: ChannelSpec
     template: TemplateSet
-    variables: dict[str, Any]
     recipients: tuple[str, ...]
-    class_: str
     created: float
     deadline: float
     throttle_key: Hashable
 
+    @property
+    def notification_id(self) -> str:
+        return self.classification.id
+
+    @property
+    def class_(self) -> str:
+        return self.classification.class_
+
     def render(self) -> Outgoing:
         """Raises DeliveryError (permanent) if the template fails."""
+        variables = template_variables(self.classification, self.error, self.route, self.provider_name)
         return Outgoing(self.notification_id, self.route, self.channel.id, self.class_, self.recipients,
-                        self.template.render(self.variables), self.variables)
+                        self.template.render(variables), variables)
 
 
 class Deliverer:

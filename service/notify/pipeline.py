@@ -14,9 +14,11 @@ transport and the SMTP TLS context are injected (tests need no patching and no s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -36,7 +38,7 @@ from service.notify.probe import ProbeResult, probe_message, probe_recipients
 from service.notify.retry import Backoff, Retrier
 from service.notify.schema import ChannelSpec, EmailChannelSpec, RouteSpec, checked_address
 from service.notify.throttle import Throttle
-from service.notify.variables import template_variables
+from service.notify.variables import group_values
 from service.redact import redact
 from service.settings import Settings
 
@@ -45,37 +47,48 @@ _PRECEDENCE = (NotificationStatus.queued, NotificationStatus.throttled, Notifica
 _NOT_DELIVERED = "not delivered before shutdown"
 
 
-def recipients_for(spec: ChannelSpec, context: dict[str, Any]) -> tuple[str, ...] | None:
+def valid_address(address: str) -> str | None:
+    """The normalized address, or None when it is not a valid email address."""
+    try:
+        return checked_address(address)
+    except ValueError:
+        return None
+
+
+def recipients_for(spec: ChannelSpec, user_email: str | None,
+                   valid: Callable[[str], str | None]) -> tuple[str, ...] | None:
     """The channel's fixed `to`, else the reporting user's valid address; None when there is none.
     Channels other than email need no recipient."""
     if not isinstance(spec, EmailChannelSpec):
         return ()
     if spec.to:
         return tuple(spec.to)
-    address = context.get("user_email")
-    if not address:
-        return None
-    try:
-        return (checked_address(address),)
-    except ValueError:
-        return None
+    address = valid(user_email) if user_email else None
+    return (address,) if address is not None else None
 
 
-def throttle_key(route: RouteSpec, channel_id: str, variables: dict[str, Any]) -> Hashable:
-    return route.id, channel_id, tuple(variables.get(key) for key in route.group_by)
+def throttle_key(route: RouteSpec, channel_id: str, group: dict[str, str | None]) -> Hashable:
+    return route.id, channel_id, tuple(group[key] for key in route.group_by)
+
+
+def _email_of(error: NormalizedError) -> str | None:
+    address = error.context.get("user_email")
+    return address if isinstance(address, str) else None
 
 
 class Notifier:
     def __init__(self, settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
                  jitter: Callable[[], float] | None = None, environ: Mapping[str, str] | None = None,
-                 http_transport: httpx.AsyncBaseTransport | None = None, smtp_tls_context: Any = None) -> None:
+                 http_transport: httpx.AsyncBaseTransport | None = None,
+                 smtp_tls_context: ssl.SSLContext | None = None) -> None:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
         self._logger = logging.getLogger("errtriage.notify")
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue(settings.notify_queue_size)
         self._throttle = Throttle(settings.notify_throttle_max_keys)
+        self._valid_address = functools.lru_cache(maxsize=4096)(valid_address)  # validation costs ~50 µs
         self._channels = Channels(settings, environ=os.environ if environ is None else environ, clock=clock,
                                   logger=self._logger, http_transport=http_transport,
                                   smtp_tls_context=smtp_tls_context)
@@ -98,26 +111,26 @@ class Notifier:
             for channel_id in route.channels:
                 self._count(channel_id, classification.class_, "silenced")
             return NotificationOutcome(status=NotificationStatus.silenced, route=route.id, channels=route.channels)
-        provider_name = config.provider_names.get(classification.provider or "")
-        variables = template_variables(classification, error, route.id, provider_name)
-        statuses = {cid: self._channel_stages(config, route, config.channels[cid], variables, now)
+        group = group_values(classification, error)
+        statuses = {cid: self._channel_stages(config, route, config.channels[cid], classification, error, group, now)
                     for cid in route.channels}
         return next(NotificationOutcome(status=status, route=route.id, channels=chosen) for status in _PRECEDENCE
                     if (chosen := [cid for cid, s in statuses.items() if s is status]))
 
     def _channel_stages(self, config: NotifyConfig, route: RouteSpec, spec: ChannelSpec,
-                        variables: dict[str, Any], now: float) -> NotificationStatus:
-        class_id = variables["class"]
-        recipients = recipients_for(spec, variables["context"])
+                        classification: Classification, error: NormalizedError, group: dict[str, str | None],
+                        now: float) -> NotificationStatus:
+        recipients = recipients_for(spec, _email_of(error), self._valid_address)
         if recipients is None:
-            self._count(spec.id, class_id, "no_recipient")
+            self._count(spec.id, classification.class_, "no_recipient")
             return NotificationStatus.no_recipient
-        key = throttle_key(route, spec.id, variables)
+        key = throttle_key(route, spec.id, group)
         if not self._throttle.admit(key, route.throttle, now):
-            self._count(spec.id, class_id, "throttled")
+            self._count(spec.id, classification.class_, "throttled")
             return NotificationStatus.throttled
-        item = Delivery(variables["id"], route.id, spec, config.templates[route.template], variables, recipients,
-                        class_id, now, now + self._settings.notify_deadline_seconds, key)
+        item = Delivery(classification, error, route.id, config.provider_names.get(classification.provider or ""),
+                        spec, config.templates[route.template], recipients, now,
+                        now + self._settings.notify_deadline_seconds, key)
         return self._enqueue(item)
 
     def _enqueue(self, item: Delivery) -> NotificationStatus:

@@ -23,7 +23,7 @@ class Backoff:
 
     def delay(self, retry: int, retry_after: float | None) -> float:
         """Equal jitter: half of the exponential step fixed, half random; at least Retry-After."""
-        step = min(self.cap, self.base * 2**retry)
+        step = min(self.cap, self.base * 2.0**retry)
         return max(step / 2 + self.jitter() * step / 2, retry_after or 0.0)
 
 

@@ -27,7 +27,7 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
 TEMPLATE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,99}$"
 ENV_PATTERN = r"^[A-Z_][A-Z0-9_]{0,127}$"
 HEADER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,99}$"
-GroupKey = Literal["class", "reason", "provider", "user", "source", "tool", "work_id", "route"]
+GroupKey = Literal["class", "reason", "provider", "user", "source", "tool", "work_id"]
 GROUP_KEYS: tuple[str, ...] = get_args(GroupKey)
 DEFAULT_GROUP_BY: tuple[GroupKey, ...] = ("class", "provider", "user")
 DEFAULT_THROTTLE_SECONDS = 3600.0
@@ -163,7 +163,7 @@ class RouteSpec(Strict):
     template: str = Field(..., pattern=TEMPLATE_PATTERN, description="templates/<template>.{subject,text,html,json}.j2")
     throttle: Duration = Field(DEFAULT_THROTTLE_SECONDS, ge=0,
                             description="One notification per group within this window (90s, 30m, 1h; 0 = off).")
-    group_by: list[GroupKey] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY),  # type: ignore[arg-type]
+    group_by: list[GroupKey] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY),
                                      description="The keys that make repeats one group.")
 
     @field_validator("channels", mode="before")

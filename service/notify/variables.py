@@ -44,12 +44,24 @@ def template_variables(classification: Classification, error: NormalizedError, r
     }
 
 
+def group_values(classification: Classification, error: NormalizedError) -> dict[str, str | None]:
+    """The values a route's group_by may name. Cheap (nothing rendered or redacted): the request path
+    computes them for every routed report, only as a throttle key."""
+    context = error.context
+    return {"class": classification.class_, "reason": classification.reason, "provider": classification.provider,
+            "user": _text(context.get("user_email")) or _text(context.get("user_id")), "source": error.source,
+            "tool": error.tool, "work_id": _text(context.get("work_id"))}
+
+
+def _text(value: Any) -> str | None:
+    return None if value in (None, "") else str(value)
+
+
 def _context(raw: dict[str, Any]) -> dict[str, Any]:
     context: dict[str, Any] = {key: None for key in CONTEXT_KEYS}
     context.update(redact_value(raw) or {})
     for key in CONTEXT_KEYS:
-        value = context[key]
-        context[key] = None if value in (None, "") else str(value)
+        context[key] = _text(context[key])
     return context
 
 
