@@ -21,20 +21,21 @@ def template_variables(classification: Classification, error: NormalizedError, r
                        provider_name: str | None) -> dict[str, Any]:
     """Every variable a notification template may use. Text from the payload is redacted."""
     context = _context(error.context)
+    provider = redact(classification.provider) if classification.provider else None  # may be a caller's hint
     return {
         "id": classification.id,
         "class": classification.class_,
         "reason": classification.reason,
-        "provider": classification.provider,
-        "provider_name": provider_name or classification.provider,
+        "provider": provider,
+        "provider_name": provider_name or provider,
         "provider_kind": classification.provider_kind,
         "retryable": classification.retryable,
         "rule": classification.rule,
         "route": route,
         "message": redact(_capped(error.message)),
         "status": error.status,
-        "source": error.source,
-        "tool": error.tool,
+        "source": redact(error.source) if error.source else None,
+        "tool": redact(error.tool) if error.tool else None,
         "recovery": redact_value(classification.recovery.model_dump(mode="json")),
         "details": redact_value(dict(classification.details)),
         "context": context,
