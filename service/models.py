@@ -40,6 +40,17 @@ class NotificationStatus(StrEnum):
     disabled = "disabled"
 
 
+_PRESENT = {"not": {"enum": [None, ""]}}
+_ALL_FIELDS = ("message", "type", "code", "status", "provider", "tool", "source", "attempt", "context", "raw")
+_NO_REPORT_FIELD = {"not": {"anyOf": [{"required": [name]} for name in _ALL_FIELDS]}}
+_AT_LEAST_ONE = [
+    *({"required": [name], "properties": {name: _PRESENT}} for name in REPORT_KEY_FIELDS),
+    # a pipeline:step-failed event posted as it is (seed 003), bare or wrapped, with no report field
+    {"required": ["stepId", "error"], **_NO_REPORT_FIELD},
+    {"required": ["event", "payload"], "properties": {"event": {"const": "pipeline:step-failed"}}, **_NO_REPORT_FIELD},
+]
+
+
 class ErrorReport(BaseModel):
     """One error as a service hit it. Every field is optional, but at least one of
     message, raw, type, code or status must carry something."""
@@ -47,6 +58,7 @@ class ErrorReport(BaseModel):
     model_config = ConfigDict(
         extra="ignore",
         json_schema_extra={
+            "anyOf": _AT_LEAST_ONE,
             "examples": [
                 {
                     "message": "Error code: 429 - {'error': {'message': 'You exceeded your current quota, "
@@ -77,9 +89,9 @@ class ErrorReport(BaseModel):
     @classmethod
     def _bare_pipeline_event(cls, data: Any) -> Any:
         """Seed 003's `pipeline:step-failed` event, posted as it is, is a report of its `raw`."""
-        if isinstance(data, dict) and "raw" not in data and "message" not in data and (
-                data.get("event") == "pipeline:step-failed" or ("stepId" in data and "error" in data)):
-            return {"raw": data, "context": data.get("context")}
+        if isinstance(data, dict) and not data.keys() & _REPORT_FIELDS and (
+                (data.get("event") == "pipeline:step-failed" and "payload" in data) or ("stepId" in data and "error" in data)):
+            return {"raw": data}
         return data
 
     @model_validator(mode="after")
@@ -87,6 +99,10 @@ class ErrorReport(BaseModel):
         if all(getattr(self, name) in (None, "") for name in REPORT_KEY_FIELDS):
             raise ValueError(f"a report needs at least one of {', '.join(REPORT_KEY_FIELDS)}")
         return self
+
+
+_REPORT_FIELDS = frozenset(ErrorReport.model_fields)
+assert _REPORT_FIELDS == frozenset(_ALL_FIELDS), "keep the schema's event branch in step with the fields"
 
 
 class BatchRequest(BaseModel):

@@ -124,8 +124,9 @@ def problem(response: httpx.Response, status: int) -> dict[str, object]:
     (b"{not json", 400, "not valid JSON"),
     (b"\xff\xfe\x00", 400, "not valid UTF-8"),
     (b"[" * 5000 + b"]" * 5000, 400, "not valid JSON"),
-    (b"[1, 2]", 422, "must be a JSON object"),
-    (b"\"text\"", 422, "must be a JSON object"),
+    (b"[1, 2]", 422, "does not fit"),
+    (b"\"text\"", 422, "does not fit"),
+    (b"{\"message\": \"x\"} trailing", 400, "not valid JSON"),
     (b"{}", 422, "does not fit"),
     (b"{\"message\": null, \"raw\": \"\"}", 422, "does not fit"),
 ])

@@ -1,10 +1,9 @@
-"""Read and parse a JSON body with a size cap, before pydantic sees it."""
+"""Read a JSON body with a size cap, then parse and validate it into a model."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import orjson
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
@@ -28,30 +27,24 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_json(body: bytes) -> Any:
-    """Raises a 400 problem for a body that is not UTF-8 JSON (or nests deeper than 1024)."""
+def parse_model(model: type[Model], body: bytes) -> Model:
+    """Parse and validate in one pass (pydantic's JSON parser: exact big integers, a nesting limit).
+
+    Raises a 400 problem for a body that is not UTF-8 JSON (or nests too deep), a 422 problem
+    listing every field error otherwise.
+    """
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        invalid = next((e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"), None)
+        if invalid is None:
+            raise ProblemError(422, "The body does not fit the schema.", field_errors(exc)) from exc
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:
             raise ProblemError(400, "The body is not valid UTF-8.") from exc
-        raise ProblemError(400, f"The body is not valid JSON: {exc.msg} at position {exc.pos}.") from exc
-
-
-def validate(model: type[Model], data: Any) -> Model:
-    """Raises a 422 problem listing every field error."""
-    if not isinstance(data, dict):
-        raise ProblemError(422, "The body must be a JSON object.",
-                           [{"loc": [], "msg": f"expected an object, got {type(data).__name__}", "type": "type"}])
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ProblemError(422, "The body does not fit the schema.", field_errors(exc)) from exc
-    except RecursionError as exc:
-        raise ProblemError(422, "The body nests too deeply.") from exc
+        raise ProblemError(400, f"The body is not valid JSON: {invalid['msg'].removeprefix('Invalid JSON: ')}.") from exc
 
 
 async def read_model(request: Request, model: type[Model], limit: int) -> Model:
-    return validate(model, parse_json(await read_body(request, limit)))
+    return parse_model(model, await read_body(request, limit))
