@@ -21,7 +21,7 @@ classes:
 """
 PROVIDERS = """
 providers:
-  - {id: acme, kind: ai, hosts: [api.acme.test], models: ['\\bacme-\\d+'], text: ['\\bacme\\b']}
+  - {id: acme, kind: ai, aliases: [AcmeAI], hosts: [api.acme.test], models: ['\\bacme-\\d+'], text: ['\\bacme\\b']}
   - {id: relay, kind: ai, gateway: true, hosts: [relay.test], text: ['\\brelay\\b']}
   - {id: forge, kind: git, codes: [FORGE_DENIED], text: ['\\bforge\\b']}
 """
@@ -116,6 +116,7 @@ def test_named_groups_become_captures_case_preserved(tmp_path: Path) -> None:
 def test_provider_order_hint_gateway_structured_host_model_text(tmp_path: Path) -> None:
     ruleset = build(tmp_path)
     assert verdict(ruleset, message="acme failed", provider="Forge").provider.id == "forge"  # hint wins
+    assert verdict(ruleset, message="x", provider="acmeai").provider.id == "acme"  # an alias hint
     hinted = verdict(ruleset, message="x", provider="Mystery")
     assert (hinted.provider.id, hinted.provider.kind) == ("mystery", None)
     assert verdict(ruleset, message="acme-7 via relay").provider.id == "relay"  # gateway beats model

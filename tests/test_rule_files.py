@@ -91,6 +91,21 @@ def test_check_fails_on_a_failing_case_and_an_unexercised_rule(tmp_path: Path) -
     assert "classes/x.yaml [untested]: no test case exercises this rule" in result.stderr
 
 
+def test_check_reads_expect_beside_a_shorthand_report_including_details(tmp_path: Path) -> None:
+    root = rules_dir_with(tmp_path, "undefined-class")
+    (root / "classes" / "x.yaml").write_text(
+        "rules:\n"
+        "  - id: key\n    class: demo\n    reason: a\n"
+        "    match: {message: {regex: ['pass via (?P<key_argument>\\w+)']}}\n"
+        "    tests:\n"
+        "      - {message: 'pass via _apiKey', expect: {rule: key, details: {key_argument: _apiKey}}}\n"
+        "      - {message: 'pass via _apiKey', expect: {details: {key_argument: _apikey}}}\n")
+    result = run_cli("check", str(root))
+    assert result.returncode == 1
+    assert "details.key_argument: expected '_apikey', got '_apiKey'" in result.stderr
+    assert "1 passed, 1 failed" in result.stdout
+
+
 def test_classify_cli_reads_stdin() -> None:
     result = run_cli("classify", stdin=json.dumps({"raw": {"type": "error", "error": {
         "type": "overloaded_error", "message": "Overloaded"}}}))

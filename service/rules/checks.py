@@ -17,7 +17,7 @@ from service.rules.engine import Ruleset
 from service.rules.schema import Expectation, RuleTest
 from service.triage import triage
 
-_EXPECTED_KEYS = ("class", "reason", "provider", "rule")
+_EXPECTED_KEYS = ("class", "reason", "provider", "rule", "details")
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,12 @@ class CaseResult:
 
     @property
     def mismatches(self) -> dict[str, tuple[Any, Any]]:
-        return {k: (v, self.got.get(k)) for k, v in self.expected.items() if self.got.get(k) != v}
+        found = {k: (v, self.got.get(k)) for k, v in self.expected.items() if k != "details" and self.got.get(k) != v}
+        got_details = self.got.get("details", {})
+        for key, value in (self.expected.get("details") or {}).items():
+            if got_details.get(key) != value:
+                found[f"details.{key}"] = (value, got_details.get(key))
+        return found
 
     @property
     def ok(self) -> bool:
@@ -40,7 +45,8 @@ class CaseResult:
 def summarize(classification: Classification) -> dict[str, Any]:
     return {"class": classification.class_, "reason": classification.reason,
             "provider": classification.provider, "rule": classification.rule,
-            "retryable": classification.retryable, "action": classification.recovery.action.value}
+            "retryable": classification.retryable, "action": classification.recovery.action.value,
+            "details": classification.details}
 
 
 def expected_of(expect: Expectation | dict[str, Any] | None, default: dict[str, Any]) -> dict[str, Any]:

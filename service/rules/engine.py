@@ -65,6 +65,7 @@ class Ruleset:
     class_matcher: SetMatcher
     provider_entries: tuple[tuple[str, str], ...]
     provider_matcher: SetMatcher
+    aliases: dict[str, str] = field(default_factory=dict)  # lower-cased hint -> provider id
     notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
     sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
 
@@ -118,8 +119,9 @@ def _fields(error: NormalizedError, provider: ProviderVerdict | None = None) -> 
 
 def detect_provider(error: NormalizedError, ruleset: Ruleset) -> ProviderVerdict:
     if error.provider_hint:
-        spec = ruleset.providers.get(error.provider_hint)
-        return ProviderVerdict(error.provider_hint, spec.kind if spec else None, "hint")
+        provider_id = ruleset.aliases.get(error.provider_hint, error.provider_hint)
+        spec = ruleset.providers.get(provider_id)
+        return ProviderVerdict(provider_id, spec.kind if spec else None, "hint")
     hit = ruleset.provider_matcher.first(_fields(error), None)
     if hit is None:
         return ProviderVerdict(None, None, "none")

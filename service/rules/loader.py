@@ -264,6 +264,7 @@ def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: d
         classes=classes,
         rules=tuple(rule for rule, _, _ in rules),
         providers=providers,
+        aliases={alias.lower(): spec.id for spec in providers.values() for alias in spec.aliases},
         class_matcher=class_matcher,
         provider_entries=tuple(keys),
         provider_matcher=provider_matcher,

@@ -111,6 +111,7 @@ class Expectation(Strict):
     reason: str | None = None
     provider: str | None = None
     rule: str | None = None
+    details: dict[str, Any] | None = Field(None, description="Entries the details must contain (captures).")
 
 
 class RuleTest(Strict):
@@ -123,7 +124,8 @@ class RuleTest(Strict):
     @classmethod
     def _shorthand(cls, value: Any) -> Any:
         if isinstance(value, dict) and "report" not in value:
-            return {"report": value}
+            report = {k: v for k, v in value.items() if k != "expect"}
+            return {"report": report, "expect": value["expect"]} if "expect" in value else {"report": report}
         return value
 
 
@@ -186,6 +188,7 @@ class ProviderSpec(Strict):
     kind: Literal["ai", "git", "other"]
     name: str | None = None
     gateway: bool = Field(False, description="Routes to other providers' models; wins over the model it serves.")
+    aliases: list[str] = Field(default_factory=list, description="Other names callers hint with (gemini -> google).")
     types: list[str] = Field(default_factory=list, description="Substrings of exception type names.")
     codes: list[str] = Field(default_factory=list, description="Exact error codes or types only this provider uses.")
     hosts: list[str] = Field(default_factory=list, description="Host name substrings (api.openai.com).")
