@@ -58,6 +58,7 @@ _RETRY_IN_TEXT = _re2(
     r"(ms|milliseconds?|s|sec|secs|seconds?|m|mins?|minutes?)\b"
 )
 _AVAILABLE_TOOLS = _re2(r"\bAvailable tools: ((?:[\w.:/-]+, ?)*[\w.:/-]*\w)")
+_RETRY_WORDS = ("try again", "retry", "wait", "reset")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.:/-]{1,80}$")
 _RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows")
@@ -189,6 +190,11 @@ def _parse_json_text(text: str) -> Any:
         return None
 
 
+_NESTED_KEYS = ("responseBody", "data", "lastError", "cause", "response", "body", "metadata", "detail", "details",
+                "errors", "raw", "message", "error_description", "errorMessage")
+_NESTED_SET = frozenset(_NESTED_KEYS)
+
+
 def _absorb_dict(obj: dict[str, Any], found: NormalizedError, depth: int) -> None:
     """Read one JSON object; recurse into the places errors nest."""
     if depth > _MAX_DEPTH:
@@ -201,11 +207,15 @@ def _absorb_dict(obj: dict[str, Any], found: NormalizedError, depth: int) -> Non
         _absorb_dict(error, found, depth + 1)
     elif isinstance(error, str):
         _absorb_error_string(obj, error, found)
-    _absorb_fields(obj, found)
-    for key in ("responseBody", "data", "lastError", "cause", "response", "body", "metadata", "detail", "details",
-                "errors", "raw", "message", "error_description", "errorMessage"):
-        _absorb_nested(obj.get(key), found, depth)
-    _absorb_candidates(obj, found)
+    present = obj.keys() & _FIELD_KEYS  # most bodies hold a few keys: test only those
+    if present:
+        _absorb_fields(obj, present, found)
+    nested = obj.keys() & _NESTED_SET
+    for key in _NESTED_KEYS if nested else ():
+        if key in nested:
+            _absorb_nested(obj[key], found, depth)
+    if "candidates" in obj or "choices" in obj or "promptFeedback" in obj:
+        _absorb_candidates(obj, found)
 
 
 def _absorb_nested(value: Any, found: NormalizedError, depth: int) -> None:
@@ -220,53 +230,80 @@ def _absorb_nested(value: Any, found: NormalizedError, depth: int) -> None:
                 _absorb_dict(item, found, depth + 1)
 
 
-def _absorb_fields(obj: dict[str, Any], found: NormalizedError) -> None:
-    name = obj.get("name")
-    if isinstance(name, str) and ("Error" in name or "Exception" in name):
-        _add(found.types, name)
-        found.shape = SHAPE_SDK_ERROR
-    kind = obj.get("type")
-    if isinstance(kind, str) and kind != "error":
-        _add(found.types, kind)
-    code = obj.get("code")
-    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
-        _set_status(found, code)
-    else:
-        _add(found.codes, code)
-    status = obj.get("status", obj.get("statusCode", obj.get("status_code")))
+_HOST_KEYS = ("url", "documentation_url", "request_url", "baseURL", "endpoint", "host")
+_MODEL_KEYS = ("model", "model_id", "modelId")
+_MESSAGE_KEYS = ("message", "error_description", "detail", "title", "msg", "errorMessage")
+_FIELD_KEYS = frozenset((
+    "name", "type", "code", "status", "statusCode", "status_code", "reason", "param", "availableTools",
+    "available_tools", "provider_name", "headers", "responseHeaders",
+    *_MESSAGE_KEYS, *_NOTE_KEYS, *_COMMAND_KEYS, *_HOST_KEYS, *_MODEL_KEYS,
+))
+
+
+def _absorb_fields(obj: dict[str, Any], present: set[str], found: NormalizedError) -> None:
+    """The fields errors carry, read only where `present` says they are."""
+    if "name" in present:
+        name = obj["name"]
+        if isinstance(name, str) and ("Error" in name or "Exception" in name):
+            _add(found.types, name)
+            found.shape = SHAPE_SDK_ERROR
+    if "type" in present and isinstance(obj["type"], str) and obj["type"] != "error":
+        _add(found.types, obj["type"])
+    if "code" in present:
+        code = obj["code"]
+        if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+            _set_status(found, code)
+        else:
+            _add(found.codes, code)
+    if present & _STATUS_KEYS:
+        _absorb_status(obj.get("status", obj.get("statusCode", obj.get("status_code"))), found)
+    if "reason" in present and isinstance(obj["reason"], str):
+        _add(found.codes, obj["reason"])
+    if present & _TEXT_KEYS:
+        _absorb_texts(obj, found)
+    if "param" in present and found.param is None and isinstance(obj["param"], str):
+        found.param = obj["param"]
+    tools = obj.get("availableTools", obj.get("available_tools"))
+    if isinstance(tools, list) and "available_tools" not in found.context:  # AI SDK NoSuchToolError
+        found.context = {**found.context, "available_tools": [t for t in tools[:1000] if isinstance(t, str)]}
+    if present & _LOCATION_KEYS:
+        for key in _HOST_KEYS:
+            _add_hosts(found, obj.get(key))
+        for key in _MODEL_KEYS:
+            _add(found.models, obj.get(key))
+        for key in _COMMAND_KEYS:
+            value = obj.get(key)
+            for part in value[:50] if isinstance(value, list) else [value]:
+                _add_hosts(found, part)
+    if "provider_name" in present and isinstance(obj["provider_name"], str):
+        _add(found.codes, f"provider:{obj['provider_name'].lower()}")
+    headers = obj.get("headers") or obj.get("responseHeaders")
+    if isinstance(headers, dict):
+        _absorb_headers(headers, found)
+
+
+_STATUS_KEYS = frozenset(("status", "statusCode", "status_code"))
+_TEXT_KEYS = frozenset((*_MESSAGE_KEYS, *_NOTE_KEYS))
+_LOCATION_KEYS = frozenset((*_HOST_KEYS, *_MODEL_KEYS, *_COMMAND_KEYS))
+
+
+def _absorb_status(status: Any, found: NormalizedError) -> None:
     if isinstance(status, str) and not status.strip().isdigit():
         _add(found.codes, status)  # Google: "RESOURCE_EXHAUSTED"
     else:
         _set_status(found, status)
-    _add(found.codes, obj.get("reason") if isinstance(obj.get("reason"), str) else None)
-    for key in ("message", "error_description", "detail", "title", "msg", "errorMessage"):
+
+
+def _absorb_texts(obj: dict[str, Any], found: NormalizedError) -> None:
+    for key in _MESSAGE_KEYS:
         value = obj.get(key)
-        if isinstance(value, str) and isinstance(_parse_json_text(value), dict):
+        if isinstance(value, str) and value[:1] in "{[" and isinstance(_parse_json_text(value), dict):
             continue  # an inner body as a JSON string (@google/genai ApiError): read by _absorb_dict
         _set_message(found, value)
     for key in _NOTE_KEYS:
         value = obj.get(key)
         if isinstance(value, str) and value.strip() and value.strip() not in found.notes:
             found.notes.append(value.strip())
-    for key in _COMMAND_KEYS:
-        value = obj.get(key)
-        for part in value[:50] if isinstance(value, list) else [value]:
-            _add_hosts(found, part)
-    if found.param is None and isinstance(obj.get("param"), str):
-        found.param = obj["param"]
-    tools = obj.get("availableTools", obj.get("available_tools"))
-    if isinstance(tools, list) and "available_tools" not in found.context:  # AI SDK NoSuchToolError
-        found.context = {**found.context, "available_tools": [t for t in tools[:1000] if isinstance(t, str)]}
-    for key in ("url", "documentation_url", "request_url", "baseURL", "endpoint", "host"):
-        _add_hosts(found, obj.get(key))
-    for key in ("model", "model_id", "modelId"):
-        _add(found.models, obj.get(key))
-    provider_name = obj.get("provider_name")
-    if isinstance(provider_name, str):
-        _add(found.codes, f"provider:{provider_name.lower()}")
-    headers = obj.get("headers") or obj.get("responseHeaders")
-    if isinstance(headers, dict):
-        _absorb_headers(headers, found)
 
 
 def _absorb_candidates(obj: dict[str, Any], found: NormalizedError) -> None:
@@ -415,12 +452,13 @@ def _absorb_message(found: NormalizedError) -> None:
         if match:
             found.status = int(next(group for group in match.groups() if group))
     _add_hosts(found, message)
-    if "available_tools" not in found.context:  # "Model tried to call unavailable tool 'x'. Available tools: a, b."
+    lowered = message.lower()  # cheap substring gates keep the regexes off most messages
+    if "available_tools" not in found.context and "available tools" in lowered:
         match = _AVAILABLE_TOOLS.search(message[:8192])
         if match:
             names = [name for name in re.split(r",\s*", match.group(1)) if name]
             found.context = {**found.context, "available_tools": names[:1000]}
-    if found.retry_after_ms is None:
+    if found.retry_after_ms is None and any(word in lowered for word in _RETRY_WORDS):
         match = _RETRY_IN_TEXT.search(message)
         if match:
             unit = match.group(2).lower()
