@@ -21,6 +21,7 @@ UNKNOWN_CLASS = "unknown"
 UNKNOWN_REASON = "unclassified"
 PROVIDER_LEVELS = ("types/codes", "hosts", "models", "text")
 EVALUATION_ORDER = "priority (higher first), then file-name order, then position in file; first match wins"
+CLASS_TABLE, PROVIDER_TABLE = 0, 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +63,9 @@ class Ruleset:
     classes: dict[str, ClassSpec]
     rules: tuple[ClassRule, ...]
     providers: dict[str, ProviderSpec]
-    class_matcher: SetMatcher
+    matcher: SetMatcher  # table CLASS_TABLE: class rules; table PROVIDER_TABLE: provider evidence
     provider_entries: tuple[tuple[str, str], ...]
-    provider_matcher: SetMatcher
+    decisions: dict[str | None, tuple[bool, RecoverySpec]]  # rule id (None: unknown) -> retryable, recovery
     aliases: dict[str, str] = field(default_factory=dict)  # lower-cased hint -> provider id
     notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
     sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
@@ -98,7 +99,7 @@ def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[t
     return [item[3] for item in ranked], [item[4] for item in ranked]
 
 
-def _fields(error: NormalizedError, provider: ProviderVerdict | None = None) -> Fields:
+def _fields(error: NormalizedError) -> Fields:
     fields: Fields = {
         "message": [error.message] if error.message else [],
         "type": error.types,
@@ -110,19 +111,22 @@ def _fields(error: NormalizedError, provider: ProviderVerdict | None = None) -> 
     for name, value in (("tool", error.tool), ("source", error.source)):
         if value:
             fields[name] = [value]
-    if provider is not None and provider.id:
-        fields["provider"] = [provider.id]
-        if provider.kind:
-            fields["provider_kind"] = [provider.kind]
     return fields
 
 
-def detect_provider(error: NormalizedError, ruleset: Ruleset) -> ProviderVerdict:
+def _provider_fields(provider: ProviderVerdict) -> Fields:
+    fields: Fields = {"provider": [provider.id]} if provider.id else {}
+    if provider.kind:
+        fields["provider_kind"] = [provider.kind]
+    return fields
+
+
+def detect_provider(error: NormalizedError, ruleset: Ruleset, found: set[int], fields: Fields) -> ProviderVerdict:
     if error.provider_hint:
         provider_id = ruleset.aliases.get(error.provider_hint, error.provider_hint)
         spec = ruleset.providers.get(provider_id)
         return ProviderVerdict(provider_id, spec.kind if spec else None, "hint")
-    hit = ruleset.provider_matcher.first(_fields(error), None)
+    hit = ruleset.matcher.first(PROVIDER_TABLE, found, fields)
     if hit is None:
         return ProviderVerdict(None, None, "none")
     provider_id, level = ruleset.provider_entries[hit.entry]
@@ -137,8 +141,10 @@ def _overlay(*specs: RecoverySpec | None) -> RecoverySpec:
     return RecoverySpec(**merged)
 
 
-def _decide(class_id: str, reason: str, rule: ClassRule | None, ruleset: Ruleset) -> tuple[bool, RecoverySpec]:
-    spec = ruleset.classes.get(class_id)
+def decide(class_id: str, reason: str, rule: ClassRule | None,
+           classes: dict[str, ClassSpec]) -> tuple[bool, RecoverySpec]:
+    """Retryable and recovery for a rule (or unknown): rule over reason over class. Done at load."""
+    spec = classes.get(class_id)
     if spec is None:
         return False, _overlay(rule.recovery if rule else None)
     reason_spec = spec.reasons.get(reason)
@@ -151,18 +157,30 @@ def _decide(class_id: str, reason: str, rule: ClassRule | None, ruleset: Ruleset
     return retryable, recovery
 
 
+def decisions_for(rules: tuple[ClassRule, ...], classes: dict[str, ClassSpec]) -> dict[str | None, tuple[bool, RecoverySpec]]:
+    decisions = {rule.id: decide(rule.class_, rule.reason, rule, classes) for rule in rules}
+    return {**decisions, None: decide(UNKNOWN_CLASS, UNKNOWN_REASON, None, classes)}
+
+
 def classify(error: NormalizedError, ruleset: Ruleset, explain: bool = False) -> Verdict:
-    """Decide class, reason and provider for one normalized error. Pure and total."""
-    provider = detect_provider(error, ruleset)
-    fields = _fields(error, provider)
-    hit = ruleset.class_matcher.first(fields, error.status)
+    """Decide class, reason and provider for one normalized error. Pure and total.
+
+    One scan of the fields serves both tables: provider evidence first, then, with the
+    provider's own fields added, the class rules.
+    """
+    fields = _fields(error)
+    found = ruleset.matcher.satisfied(fields, error.status)
+    provider = detect_provider(error, ruleset, found, fields)
+    extra = _provider_fields(provider)
+    if extra:
+        ruleset.matcher.satisfied(extra, None, found=found)
+        fields.update(extra)
+    hit = ruleset.matcher.first(CLASS_TABLE, found, fields)
     rule = ruleset.rules[hit.entry] if hit else None
-    class_id = rule.class_ if rule else UNKNOWN_CLASS
-    reason = rule.reason if rule else UNKNOWN_REASON
-    retryable, recovery = _decide(class_id, reason, rule, ruleset)
+    retryable, recovery = ruleset.decisions[rule.id if rule else None]
     return Verdict(
-        class_=class_id,
-        reason=reason,
+        class_=rule.class_ if rule else UNKNOWN_CLASS,
+        reason=rule.reason if rule else UNKNOWN_REASON,
         rule=rule,
         provider=provider,
         retryable=retryable,
@@ -176,7 +194,7 @@ def _explain(
     error: NormalizedError, fields: Fields, provider: ProviderVerdict, rule: ClassRule | None, ruleset: Ruleset
 ) -> dict[str, Any]:
     tried = []
-    for step in ruleset.class_matcher.explain(fields, error.status):
+    for step in ruleset.matcher.explain(CLASS_TABLE, fields, error.status):
         candidate = ruleset.rules[step["entry"]]
         tried.append(
             {

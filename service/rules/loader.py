@@ -24,7 +24,7 @@ import yaml_rs
 from pydantic import ValidationError
 
 from service.errors import RuleError, RulesInvalid
-from service.rules.engine import FileInfo, Ruleset, provider_entries
+from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries
 from service.rules.matcher import Entry, PatternError, SetMatcher
 from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
 
@@ -218,12 +218,12 @@ def _check_vocabulary(
         errors.append(RuleError(parsed.relative, _line_of_item(parsed, "rules", index), rule.id, problem))
 
 
-def _compile(entries: list[Entry], where: Callable[[int], tuple[str, int, str | None]],
+def _compile(tables: list[list[Entry]], where: list[Callable[[int], tuple[str, int, str | None]]],
              errors: list[RuleError]) -> SetMatcher | None:
     try:
-        return SetMatcher(entries)
+        return SetMatcher(tables)
     except PatternError as exc:
-        relative, line, rule_id = where(exc.entry)
+        relative, line, rule_id = where[exc.table](exc.entry)
         errors.append(RuleError(relative, line, rule_id, str(exc)))
         return None
 
@@ -238,14 +238,12 @@ def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: d
     _check_vocabulary(classes, collected, errors)
     ordered = sorted(enumerate(collected), key=lambda item: (-item[1][0].priority, item[0]))
     rules = [item[1] for item in ordered]
-    class_matcher = _compile(
-        [Entry(rule.id, rule.blocks(), rule.not_) for rule, _, _ in rules],
-        lambda i: (rules[i][1].relative, _line_of_item(rules[i][1], "rules", rules[i][2]), rules[i][0].id),
-        errors,
-    )
     entries, keys = provider_entries(list(providers.values()))
-    provider_matcher = _compile(
-        entries, lambda i: (sources[f"provider:{keys[i][0]}"], 0, keys[i][0]), errors
+    matcher = _compile(
+        [[Entry(rule.id, rule.blocks(), rule.not_) for rule, _, _ in rules], entries],
+        [lambda i: (rules[i][1].relative, _line_of_item(rules[i][1], "rules", rules[i][2]), rules[i][0].id),
+         lambda i: (sources[f"provider:{keys[i][0]}"], 0, keys[i][0])],
+        errors,
     )
     notify = None
     if notify_builder is not None:
@@ -253,8 +251,9 @@ def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: d
             notify = notify_builder(root, files, classes, providers)
         except RulesInvalid as exc:
             errors.extend(exc.errors)
-    if errors or class_matcher is None or provider_matcher is None:
+    if errors or matcher is None:
         raise RulesInvalid(errors)
+    ordered_rules = tuple(rule for rule, _, _ in rules)
     return Ruleset(
         version=version,
         loaded_at=now or datetime.now(UTC),
@@ -262,12 +261,12 @@ def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: d
             FileInfo(f.relative, len(f.model.rules), len(f.model.providers), len(f.model.classes)) for f in files
         ),
         classes=classes,
-        rules=tuple(rule for rule, _, _ in rules),
+        rules=ordered_rules,
         providers=providers,
         aliases={alias.lower(): spec.id for spec in providers.values() for alias in spec.aliases},
-        class_matcher=class_matcher,
+        matcher=matcher,
         provider_entries=tuple(keys),
-        provider_matcher=provider_matcher,
+        decisions=decisions_for(ordered_rules, classes),
         notify=notify,
         sources=sources,
     )

@@ -21,11 +21,11 @@ Fields = dict[str, list[str]]  # normalized text values by field name (original 
 
 
 class PatternError(ValueError):
-    """An entry's regex does not compile under RE2; carries where it stands."""
+    """An entry's regex does not compile under RE2; carries where it stands (table, entry)."""
 
-    def __init__(self, entry: int, field_name: str, pattern: str, reason: str) -> None:
+    def __init__(self, where: tuple[int, int], field_name: str, pattern: str, reason: str) -> None:
         super().__init__(f"{field_name}: regex {pattern!r} does not compile under RE2: {reason}")
-        self.entry = entry
+        self.table, self.entry = where
 
 
 def re2_options(max_mem: int = 8 << 20) -> re2.Options:
@@ -47,6 +47,7 @@ class Entry:
 
 @dataclass(slots=True)
 class _Block:
+    table: int
     entry: int
     index: int
     specs: frozenset[int]
@@ -70,7 +71,7 @@ class _FieldIndex:
         for pattern in condition.regex:
             self.regexes.append((pattern, [spec]))
 
-    def compile(self, entry_of: dict[int, int], field_name: str) -> None:
+    def compile(self, entry_of: dict[int, tuple[int, int]], field_name: str) -> None:
         if self.literals:
             self.automaton = ahocorasick.Automaton()
             for literal, specs in self.literals.items():
@@ -144,33 +145,42 @@ class Hit:
 
 
 class SetMatcher:
-    """Entries in evaluation order; `first` returns the earliest whose conditions all hold."""
+    """Several tables of entries, each in evaluation order, sharing one scan of the fields.
 
-    def __init__(self, entries: Sequence[Entry]) -> None:
+    `satisfied` scans once; `first(table, ...)` then returns the earliest entry of that table
+    whose conditions all hold, so provider detection and class rules read one scan.
+    """
+
+    def __init__(self, tables: Sequence[Sequence[Entry]]) -> None:
         """Raises PatternError for a regex RE2 refuses."""
-        self._entries = list(entries)
         self._fields: dict[str, _FieldIndex] = {}
         self._status: dict[int, list[int]] = {}
         self._blocks: list[_Block] = []
-        self._excludes: list[frozenset[int]] = []
-        self._triggers: dict[int, list[int]] = {}
-        entry_of: dict[int, int] = {}
-        for position, entry in enumerate(self._entries):
-            for index, block in enumerate(entry.blocks):
-                spec_fields = self._add_block(block, position, entry_of)
-                trigger = self._pick_trigger(block, spec_fields)
-                self._triggers.setdefault(trigger, []).append(len(self._blocks))
-                self._blocks.append(_Block(position, index, frozenset(spec_fields.values()), spec_fields))
-            excluded = self._add_block(entry.exclude, position, entry_of) if entry.exclude else {}
-            self._excludes.append(frozenset(excluded.values()))
+        self._excludes: list[list[frozenset[int]]] = []
+        self._triggers: list[dict[int, list[int]]] = []
+        entry_of: dict[int, tuple[int, int]] = {}
+        for table, entries in enumerate(tables):
+            excludes: list[frozenset[int]] = []
+            triggers: dict[int, list[int]] = {}
+            for position, entry in enumerate(entries):
+                where = (table, position)
+                for index, block in enumerate(entry.blocks):
+                    spec_fields = self._add_block(block, where, entry_of)
+                    triggers.setdefault(self._pick_trigger(spec_fields), []).append(len(self._blocks))
+                    self._blocks.append(_Block(table, position, index, frozenset(spec_fields.values()), spec_fields))
+                excluded = self._add_block(entry.exclude, where, entry_of) if entry.exclude else {}
+                excludes.append(frozenset(excluded.values()))
+            self._excludes.append(excludes)
+            self._triggers.append(triggers)
         for name, index in self._fields.items():
             index.compile(entry_of, name)
 
-    def _add_block(self, block: MatchBlock, position: int, entry_of: dict[int, int]) -> dict[str, int]:
+    def _add_block(self, block: MatchBlock, where: tuple[int, int],
+                   entry_of: dict[int, tuple[int, int]]) -> dict[str, int]:
         spec_fields: dict[str, int] = {}
         for name, condition in block.conditions().items():
             spec = len(entry_of)
-            entry_of[spec] = position
+            entry_of[spec] = where
             spec_fields[name] = spec
             if name == "status":
                 for item in condition:  # type: ignore[union-attr]
@@ -181,18 +191,20 @@ class SetMatcher:
         return spec_fields
 
     @staticmethod
-    def _pick_trigger(block: MatchBlock, spec_fields: dict[str, int]) -> int:
+    def _pick_trigger(spec_fields: dict[str, int]) -> int:
         """Index a block under its most selective condition: text before status."""
         for name, spec in spec_fields.items():
             if name != "status":
                 return spec
         return spec_fields["status"]
 
-    def satisfied(self, fields: Fields, status: int | None, trace: dict[int, str] | None = None) -> set[int]:
-        found: set[int] = set()
-        for name, index in self._fields.items():
-            values = fields.get(name)
-            if values:
+    def satisfied(self, fields: Fields, status: int | None, found: set[int] | None = None,
+                  trace: dict[int, str] | None = None) -> set[int]:
+        """The ids of every condition the fields satisfy, added to `found` when given."""
+        found = set() if found is None else found
+        for name, values in fields.items():
+            index = self._fields.get(name)
+            if index is not None and values:
                 index.scan(values, found, trace)
         if status is not None:
             for spec in self._status.get(status, ()):
@@ -201,12 +213,13 @@ class SetMatcher:
                     trace.setdefault(spec, f"status {status}")
         return found
 
-    def first(self, fields: Fields, status: int | None) -> Hit | None:
-        found = self.satisfied(fields, status)
-        candidates = sorted({b for spec in found for b in self._triggers.get(spec, ())})
+    def first(self, table: int, found: set[int], fields: Fields) -> Hit | None:
+        triggers = self._triggers[table]
+        excludes = self._excludes[table]
+        candidates = sorted({b for spec in found for b in triggers.get(spec, ())})
         for position in candidates:
             block = self._blocks[position]
-            if block.specs <= found and not (self._excludes[block.entry] & found):
+            if block.specs <= found and not (excludes[block.entry] & found):
                 return Hit(block.entry, block.index, self._captures(block, fields))
         return None
 
@@ -218,17 +231,17 @@ class SetMatcher:
                 captured.update(index.capture(spec, fields.get(name, [])))
         return captured
 
-    def explain(self, fields: Fields, status: int | None) -> list[dict[str, Any]]:
-        """Every entry with at least one satisfied condition, in evaluation order, and why."""
+    def explain(self, table: int, fields: Fields, status: int | None) -> list[dict[str, Any]]:
+        """Every entry of a table with at least one satisfied condition, in evaluation order, and why."""
         trace: dict[int, str] = {}
-        found = self.satisfied(fields, status, trace)
+        found = self.satisfied(fields, status, trace=trace)
         report: list[dict[str, Any]] = []
         for block in self._blocks:
             hits = {name: trace[spec] for name, spec in block.fields.items() if spec in found}
-            if not hits:
+            if block.table != table or not hits:
                 continue
             missing = [name for name, spec in block.fields.items() if spec not in found]
-            vetoed = bool(self._excludes[block.entry] & found)
+            vetoed = bool(self._excludes[table][block.entry] & found)
             report.append(
                 {
                     "entry": block.entry,
