@@ -161,3 +161,20 @@ def test_many_rules_still_pick_the_right_one(tmp_path: Path, count: int) -> None
     ruleset = build(tmp_path, big="\n".join(lines))
     assert verdict(ruleset, message=f"failure code-{count - 1} seen").rule.id == f"r{count - 1}"
     assert verdict(ruleset, message="where is the needle").rule.id == "last"
+
+
+
+def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Path) -> None:
+    lines = ["rules:"]
+    for i in range(1500):
+        lines.append(f"  - {{id: p{i}, class: demo, reason: a, match: {{message: {{regex: ['alpha{i}x? beta']}}}}}}")
+    lines.append("  - {id: atom, class: demo, reason: b, match: {message: {regex: ['(?P<who>\\w+) bravo7 charlie']}}}")
+    lines.append("  - {id: loose, class: demo, reason: c, match: {message: {regex: ['^z+$']}}}")
+    ruleset = build(tmp_path, big="\n".join(lines))
+    index = ruleset.matcher._fields["message"]
+    assert len(index.unfiltered) == 1  # only '^z+$' has no literal to wait for
+    assert verdict(ruleset, message="xx ALPHA1499 beta yy").rule.id == "p1499"
+    assert verdict(ruleset, message="alpha1499-beta").rule is None  # the literal is there, the regex is not
+    hit = verdict(ruleset, message="said delta bravo7 charlie")
+    assert hit.rule.id == "atom" and hit.captures == {"who": "delta"}
+    assert verdict(ruleset, message="zzzz").rule.id == "loose"

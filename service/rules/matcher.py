@@ -1,9 +1,13 @@
 """A whole table of match conditions compiled into set matchers, so a message is scanned once.
 
-Per text field: one Aho-Corasick automaton for every literal (`contains`), one dict for
-`equals`, one RE2 set for every regex (linear time, whatever an operator writes). A scan
-yields the satisfied conditions; only the entries one of those triggers are checked, in
-evaluation order. The cost per message grows with what matches, not with the rule count.
+Per text field: one Aho-Corasick automaton (ahocorasick-rs, a Rust DFA) for every literal
+(`contains`) and every regex's required literals (service/rules/prefilter.py), one dict for
+`equals`; a regex runs (RE2: linear time, whatever an operator writes) only when one of its
+literals is in the text, and regexes without usable literals run together in one RE2 set.
+A scan yields the satisfied conditions; only the entries one of those triggers are checked,
+in evaluation order. The cost per message grows with what matches, not with the rule count:
+an RE2 set of thousands of regexes rebuilds its DFA on every fresh text (~170 µs a message
+at 3,000 regexes here), the automaton does not.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import ahocorasick
+import ahocorasick_rs
 import re2
 
+from service.rules.prefilter import atoms
 from service.rules.schema import MatchBlock, StatusItem, TextCondition
 
 Fields = dict[str, list[str]]  # normalized text values by field name (original case)
@@ -56,11 +61,17 @@ class _Block:
 
 @dataclass(slots=True)
 class _FieldIndex:
+    """Every condition on one field. Literals and regex atoms share one automaton; a regex with
+    atoms runs only when one of them is in the text, the others run together in an RE2 set."""
+
     literals: dict[str, list[int]] = field(default_factory=dict)
     equals: dict[str, list[int]] = field(default_factory=dict)
     regexes: list[tuple[str, list[int]]] = field(default_factory=list)
     automaton: Any = None
+    targets: list[tuple[list[int], list[int]]] = field(default_factory=list)  # word -> (spec ids, regex ids)
+    compiled: list[Any] = field(default_factory=list)  # regex index -> RE2 object
     regex_set: Any = None
+    unfiltered: list[int] = field(default_factory=list)  # RE2 set index -> regex index
     captures: dict[int, Any] = field(default_factory=dict)  # regex index -> compiled, if it has groups
 
     def add(self, spec: int, condition: TextCondition) -> None:
@@ -72,35 +83,45 @@ class _FieldIndex:
             self.regexes.append((pattern, [spec]))
 
     def compile(self, entry_of: dict[int, tuple[int, int]], field_name: str) -> None:
-        if self.literals:
-            self.automaton = ahocorasick.Automaton()
-            for literal, specs in self.literals.items():
-                self.automaton.add_word(literal, specs)
-            self.automaton.make_automaton()
-        if not self.regexes:
-            return
-        max_mem = max(8 << 20, len(self.regexes) * (64 << 10))
-        self.regex_set = re2.Set.SearchSet(re2_options(max_mem))
+        """Raises PatternError for a regex RE2 refuses."""
+        words: dict[str, tuple[list[int], list[int]]] = {w: (specs, []) for w, specs in self.literals.items()}
         for index, (pattern, specs) in enumerate(self.regexes):
             try:
                 compiled = re2.compile(pattern, re2_options())
-                self.regex_set.Add(pattern)
             except re2.error as exc:
                 reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
                 raise PatternError(entry_of[specs[0]], field_name, pattern, reason) from exc
+            self.compiled.append(compiled)
             if compiled.groupindex:
                 self.captures[index] = compiled
-        self.regex_set.Compile()
+            required = atoms(pattern)
+            if required is None:
+                self.unfiltered.append(index)
+            for word in required or ():
+                words.setdefault(word, ([], []))[1].append(index)
+        if words:
+            self.automaton = ahocorasick_rs.AhoCorasick(list(words))
+            self.targets = list(words.values())
+        if self.unfiltered:
+            self.regex_set = re2.Set.SearchSet(re2_options(max(8 << 20, len(self.unfiltered) * (64 << 10))))
+            for index in self.unfiltered:
+                self.regex_set.Add(self.regexes[index][0])
+            self.regex_set.Compile()
 
     def scan(self, values: list[str], satisfied: set[int], trace: dict[int, str] | None) -> None:
         for value in values:
             lowered = value.lower()
+            matched: set[int] = set()
+            candidates: set[int] = set()
             if self.automaton is not None:
-                for _, specs in self.automaton.iter(lowered):
+                for word, _, _ in self.automaton.find_matches_as_indexes(lowered, overlapping=True):
+                    specs, regexes = self.targets[word]
                     satisfied.update(specs)
+                    candidates.update(regexes)
                     if trace is not None:
                         for spec in specs:
                             trace.setdefault(spec, f"{value[:80]!r} contains a listed literal")
+            matched.update(index for index in candidates if self.compiled[index].search(value))
             specs = self.equals.get(lowered.strip())
             if specs:
                 satisfied.update(specs)
@@ -108,12 +129,13 @@ class _FieldIndex:
                     for spec in specs:
                         trace.setdefault(spec, f"equals {value[:80]!r}")
             if self.regex_set is not None:
-                for index in self.regex_set.Match(value) or ():
-                    pattern, specs = self.regexes[index]
-                    satisfied.update(specs)
-                    if trace is not None:
-                        for spec in specs:
-                            trace.setdefault(spec, f"regex {pattern!r}")
+                matched.update(self.unfiltered[i] for i in self.regex_set.Match(value) or ())
+            for index in matched:
+                pattern, specs = self.regexes[index]
+                satisfied.update(specs)
+                if trace is not None:
+                    for spec in specs:
+                        trace.setdefault(spec, f"regex {pattern!r}")
 
     def capture(self, spec: int, values: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}

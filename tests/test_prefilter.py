@@ -1,0 +1,41 @@
+"""Required literals of regexes: never tighter than the regex itself."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.rules.prefilter import atoms
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (r"exceeded your (current )?quota", {"exceeded your "}),
+    (r"(?:insufficient_quota|billing_hard_limit)", {"insufficient_quota", "billing_hard_limit"}),
+    (r"\bfoo[-_ ]?(?:error|fail\w*)\s+\d{3}", {"error", "fail"}),
+    (r"API key required.*?pass (?:it )?(?:via|as) (?P<k>\w+)", {"api key required"}),
+    (r"(a|bc)", None),  # too short to filter anything
+    (r"x(?:abcd)?yz", None),  # an optional group is not required
+    (r".*", None),
+    (r"[[:alpha:]]+ xyz", None),  # RE2 syntax Python reads differently: never guess
+    (r"\p{Greek}+ alpha", None),
+])
+def test_atoms(pattern: str, expected: set[str] | None) -> None:
+    assert atoms(pattern) == (frozenset(expected) if expected is not None else None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=st.from_regex(r"(?:[a-c]{1,4}|\((?:[a-c]{3,4}\|[a-c]{3,4})\)|[a-c]\?|\.)*", fullmatch=True),
+       text=st.text(alphabet="abcABC ", max_size=40))
+def test_a_match_always_contains_an_atom(pattern: str, text: str) -> None:
+    required = atoms(pattern)
+    if required is None:
+        return
+    try:
+        match = re.search(pattern, text, re.IGNORECASE)
+    except re.error:
+        return
+    if match:
+        assert any(atom in text.lower() for atom in required), (pattern, text, required)
