@@ -27,6 +27,7 @@ from service.rules.store import RuleStore
 from service.settings import Settings
 
 log = logging.getLogger("errtriage.app")
+_TASK_STOP_SECONDS = 5.0
 
 
 def _install_sighup(loop: asyncio.AbstractEventLoop, store: RuleStore, tasks: set[asyncio.Task[Any]]) -> None:
@@ -64,7 +65,8 @@ def _lifespan(services: Services) -> Any:
                 await services.notifier.stop(services.settings.shutdown_grace_seconds)
             for task in list(tasks):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if tasks:  # bounded: the file watcher's thread may take a moment to see the stop
+                await asyncio.wait(tasks, timeout=_TASK_STOP_SECONDS)
 
     return lifespan
 

@@ -45,6 +45,8 @@ from service.settings import Settings
 _PRECEDENCE = (NotificationStatus.queued, NotificationStatus.throttled, NotificationStatus.dropped,
                NotificationStatus.no_recipient)
 _NOT_DELIVERED = "not delivered before shutdown"
+_CANCEL_ROUNDS = 5
+_CANCEL_WAIT_SECONDS = 1.0
 
 
 def valid_address(address: str) -> str | None:
@@ -188,15 +190,26 @@ class Notifier:
             except TimeoutError:
                 self._logger.warning("notification queue not drained within the grace period",
                                      extra={"grace_seconds": grace, "queued": self._queue.qsize()})
-        for task in self._workers:
-            task.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        await self._cancel_workers()
         self._workers = []
         while not self._queue.empty():
             self._deliverer.fail(self._queue.get_nowait(), None, _NOT_DELIVERED)
             self._queue.task_done()
         self._metrics.queue_depth.set(0)
         await self._channels.aclose()
+
+    async def _cancel_workers(self) -> None:
+        """Cancel the workers, and again if one swallowed it: on Python 3.11 a cancellation that
+        lands as an inner wait_for finishes can be lost (gh-86296), and a worker stuck in a send
+        must never hold shutdown forever."""
+        pending = set(self._workers)
+        for _ in range(_CANCEL_ROUNDS):
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=_CANCEL_WAIT_SECONDS)
+            if not pending:
+                return
+        self._logger.error("notification workers did not stop", extra={"workers": len(pending)})
 
     # -- the operator's test message --------------------------------------------------------------
 
