@@ -1,9 +1,10 @@
 """A whole table of match conditions compiled into set matchers, so a message is scanned once.
 
 Per text field: one Aho-Corasick automaton (ahocorasick-rs, a Rust DFA) for every literal
-(`contains`) and every regex's required literals (service/rules/prefilter.py), one dict for
-`equals`; a regex runs (RE2: linear time, whatever an operator writes) only when one of its
-literals is in the text, and regexes without usable literals run together in one RE2 set.
+(`contains`), one dict for `equals`, and one RE2 set for the regexes (linear time, whatever
+an operator writes). On a field with thousands of regexes, each regex instead waits for one
+of its required literals (service/rules/prefilter.py), found by the same automaton; only
+regexes without usable literals stay in the set.
 A scan yields the satisfied conditions; only the entries one of those triggers are checked,
 in evaluation order. The cost per message grows with what matches, not with the rule count:
 an RE2 set of thousands of regexes rebuilds its DFA on every fresh text (~170 µs a message
@@ -23,6 +24,9 @@ from service.rules.prefilter import atoms
 from service.rules.schema import MatchBlock, StatusItem, TextCondition
 
 Fields = dict[str, list[str]]  # normalized text values by field name (original case)
+# From this many regexes on a field, a regex waits for its required literals. Below it one RE2
+# set is cheaper: on real messages common atoms ("error", "limit") make many candidates.
+PREFILTER_FROM = 1000
 
 
 class PatternError(ValueError):
@@ -94,7 +98,7 @@ class _FieldIndex:
             self.compiled.append(compiled)
             if compiled.groupindex:
                 self.captures[index] = compiled
-            required = atoms(pattern)
+            required = atoms(pattern) if len(self.regexes) >= PREFILTER_FROM else None
             if required is None:
                 self.unfiltered.append(index)
             for word in required or ():
@@ -121,7 +125,9 @@ class _FieldIndex:
                     if trace is not None:
                         for spec in specs:
                             trace.setdefault(spec, f"{value[:80]!r} contains a listed literal")
-            matched.update(index for index in candidates if self.compiled[index].search(value))
+            if candidates:
+                data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
+                matched.update(index for index in candidates if self.compiled[index].search(data))
             specs = self.equals.get(lowered.strip())
             if specs:
                 satisfied.update(specs)
