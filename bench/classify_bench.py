@@ -83,7 +83,7 @@ def main() -> None:
         load_s = time.perf_counter() - started
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         compiled = [re.compile(p, re.IGNORECASE) for p in patterns]
-        naive = per_message_us(lambda t: next((c for c in compiled if c.search(t)), None), texts[:300]) if count else 0
+        naive = per_message_us(lambda t: next((c for c in compiled if c.search(t)), None), texts[:300]) if count else 0  # noqa: B023
         loaded.append((count, load_s, rss, ruleset, naive))
         shutil.rmtree(root)
     best = {count: float("inf") for count, *_ in loaded}

@@ -60,7 +60,7 @@ def _provider_label(classification: Classification, ruleset: Ruleset) -> str:
     return classification.provider if classification.provider in ruleset.providers else OTHER_PROVIDER
 
 
-def _report(services: Services, ruleset: Ruleset, report: ErrorReport, request: Request) -> Classification:
+def _report(services: Services, ruleset: Ruleset, report: ErrorReport) -> Classification:
     """Triage one report with every side effect of /v1/errors: counters, notification, log line."""
     started = time.perf_counter()
     classification, error, _ = triage(report, ruleset, uuid.uuid4().hex)
@@ -92,7 +92,7 @@ def _notify(services: Services, ruleset: Ruleset, classification: Classification
              summary="Report an error: classify, count, notify")
 async def report_error(request: Request, services: ServicesDep) -> Response:
     report = await read_model(request, ErrorReport, services.settings.max_body_bytes)
-    return _json(_report(services, services.store.current, report, request))
+    return _json(_report(services, services.store.current, report))
 
 
 @router.post("/v1/errors/batch", response_model=BatchResponse, responses=_BODY_PROBLEMS, openapi_extra=_BATCH_BODY,
@@ -100,7 +100,7 @@ async def report_error(request: Request, services: ServicesDep) -> Response:
 async def report_batch(request: Request, services: ServicesDep) -> Response:
     batch = await read_model(request, BatchRequest, services.settings.max_body_bytes)
     ruleset = services.store.current
-    return _json(BatchResponse(results=[_report(services, ruleset, r, request) for r in batch.errors]))
+    return _json(BatchResponse(results=[_report(services, ruleset, r) for r in batch.errors]))
 
 
 @router.post("/v1/classify", response_model=Classification, responses=_BODY_PROBLEMS, openapi_extra=_REPORT_BODY,
