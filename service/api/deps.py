@@ -7,7 +7,7 @@ a thread hop on every request.
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -26,7 +26,6 @@ class Services:
     registry: CollectorRegistry
     store: RuleStore
     notifier: Any = None  # service.notify.pipeline.Notifier once started
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 async def get_services(request: Request) -> Services:
