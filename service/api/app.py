@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -50,6 +51,10 @@ def _lifespan(services: Services) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services.store.load_now()
+        # Everything loaded so far (modules, the ruleset) lives as long as the process: take it out
+        # of the cyclic GC's sight. A full collection over it took ~85 ms here, a p99 stall on every one.
+        gc.collect()
+        gc.freeze()
         stop = asyncio.Event()
         tasks: set[asyncio.Task[Any]] = set()
         if services.settings.reload_rules:
