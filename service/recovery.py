@@ -43,14 +43,18 @@ def suggest_tools(name: str | None, available: Any) -> list[str]:
     if not name or not isinstance(available, list):
         return []
     choices = [t for t in available if isinstance(t, str)][:1000]
-
-    def _key(text: str) -> str:  # searchWeb ~ web_search: compare the words, not the casing
-        return utils.default_process(re.sub(r"(?<=[a-z])(?=[A-Z])|[_\-.]", " ", text))
-
     ranked = process.extract(
-        name, choices, processor=_key, scorer=_token_ratio, limit=_SUGGESTIONS, score_cutoff=_MIN_SIMILARITY
+        name, choices, processor=_words, scorer=_token_ratio, limit=_SUGGESTIONS, score_cutoff=_MIN_SIMILARITY
     )
     return [choice for choice, _, _ in ranked]
+
+
+_WORD_BREAK = re.compile(r"(?<=[a-z])(?=[A-Z])|[_\-.]")
+
+
+def _words(text: str) -> str:
+    """searchWeb ~ web_search: compare the words, not the casing or the separators."""
+    return utils.default_process(_WORD_BREAK.sub(" ", text))
 
 
 def _token_ratio(a: str, b: str, **kwargs: Any) -> float:

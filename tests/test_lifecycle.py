@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.api.server import NoDelayH11Protocol, set_nodelay
+from service.api.server import HTTP_PROTOCOL, NoDelayH11Protocol, _NoDelay, set_nodelay
 from tests.servers import Process
 from tests.test_api import samples
 
@@ -145,7 +145,7 @@ def test_accepted_sockets_get_tcp_nodelay() -> None:
 
     set_nodelay(Transport())  # type: ignore[arg-type]
     assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
-    assert NoDelayH11Protocol.connection_made is not NoDelayH11Protocol.__mro__[1].connection_made
+    assert all(protocol.connection_made is _NoDelay.connection_made for protocol in (NoDelayH11Protocol, HTTP_PROTOCOL))
     for sock in (client, accepted, listener):
         sock.close()
 
