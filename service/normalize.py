@@ -142,7 +142,7 @@ def _add(values: list[str], value: Any) -> None:
 def _set_status(found: NormalizedError, value: Any) -> None:
     if found.status is not None or isinstance(value, bool):
         return
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         value = int(value.strip())
     if isinstance(value, int) and 100 <= value <= 599:
         found.status = value
@@ -288,7 +288,7 @@ _LOCATION_KEYS = frozenset((*_HOST_KEYS, *_MODEL_KEYS, *_COMMAND_KEYS))
 
 
 def _absorb_status(status: Any, found: NormalizedError) -> None:
-    if isinstance(status, str) and not status.strip().isdigit():
+    if isinstance(status, str) and not status.strip().isdecimal():
         _add(found.codes, status)  # Google: "RESOURCE_EXHAUSTED"
     else:
         _set_status(found, status)

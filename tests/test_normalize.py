@@ -179,3 +179,10 @@ def test_hostile_shapes_never_raise() -> None:
                 {"content": "x"}, {"result": {"content": [{"text": "{" * 3000}]}}):
         normalize(ErrorReport(raw=raw))
     normalize(ErrorReport(message="Error code: 500 - {" + "'a': {" * 3000))
+
+
+def test_digit_like_characters_are_not_statuses() -> None:
+    """'¹'.isdigit() is True but int('¹') raises: found by hypothesis."""
+    assert norm(raw={"error": {"status": "¹", "message": "x"}}).status is None
+    assert "¹" in norm(raw={"error": {"status": "¹", "message": "x"}}).codes
+    assert norm(raw={"statusCode": "429", "message": "x"}).status == 429

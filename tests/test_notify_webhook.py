@@ -21,7 +21,7 @@ from service.notify.outgoing import Outgoing
 from service.notify.pipeline import Notifier
 from service.notify.render import Rendered
 from service.notify.schema import WebhookChannelSpec
-from service.notify.webhook import WebhookChannel
+from service.notify.webhook import WebhookChannel, retry_after
 from service.rules.engine import Ruleset
 from service.settings import Settings
 from tests.conftest import FakeClock
@@ -187,3 +187,10 @@ async def test_delivers_to_a_real_local_http_receiver(notify_settings: Callable[
     [(headers, body)] = received
     assert verified(body, headers["x-errtriage-signature"]) and json.loads(body)["class"] == "ai_provider"
     assert h.count("sent") == 1
+
+
+def test_retry_after_reads_seconds_and_dates_and_refuses_the_rest() -> None:
+    assert retry_after("120", now=0.0) == 120.0
+    assert retry_after("Thu, 01 Jan 1970 00:01:00 GMT", now=30.0) == 30.0
+    for unreadable in ("¹", "soon", "", None):  # '¹'.isdigit() is True, float('¹') raises
+        assert retry_after(unreadable, now=0.0) is None

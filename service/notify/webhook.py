@@ -41,7 +41,7 @@ def retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isdecimal():
         return float(text)
     try:
         return max(0.0, parsedate_to_datetime(text).timestamp() - now)
