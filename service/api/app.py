@@ -19,9 +19,10 @@ from service.api.middleware import HttpMetricsMiddleware, RequestIdMiddleware
 from service.api.notify_routes import router as notify_router
 from service.api.problems import install_handlers
 from service.api.routes import router
+from service.api.triage_routes import openapi_paths, triage_routes
 from service.errors import RulesInvalid
 from service.metrics import Metrics
-from service.models import BatchRequest, ErrorReport, Problem
+from service.models import BatchRequest, BatchResponse, Classification, ErrorReport, Problem
 from service.notify.config import build_notify
 from service.notify.pipeline import Notifier
 from service.rules.store import RuleStore
@@ -77,15 +78,16 @@ def _lifespan(services: Services) -> Any:
 
 
 def _openapi(app: FastAPI) -> Any:
-    """The generated document, plus the body schemas the routes parse themselves (for speed)."""
+    """The generated document, plus the raw ASGI routes' paths and the schemas they use."""
 
     def build() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema["paths"] = {**openapi_paths(), **schema["paths"]}
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in (ErrorReport, BatchRequest, Problem):
-            generated = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for model, mode in _DOCUMENTED_MODELS:
+            generated = model.model_json_schema(ref_template="#/components/schemas/{model}", mode=mode)
             components.update(generated.pop("$defs", {}))
             components[model.__name__] = generated
         app.openapi_schema = schema
@@ -93,6 +95,9 @@ def _openapi(app: FastAPI) -> Any:
 
     return build
 
+
+_DOCUMENTED_MODELS = ((ErrorReport, "validation"), (BatchRequest, "validation"), (Problem, "serialization"),
+                      (Classification, "serialization"), (BatchResponse, "serialization"))
 
 NotifierFactory = Callable[[Settings, Metrics], Any]
 
@@ -114,6 +119,7 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     )
     app.state.services = services
     install_handlers(app)
+    app.router.routes.extend(triage_routes())
     app.include_router(router)
     app.include_router(notify_router)
     app.add_middleware(HttpMetricsMiddleware, registry=registry)

@@ -5,26 +5,32 @@ from __future__ import annotations
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive, Scope
 
 from service.api.problems import ProblemError, field_errors
 
 Model = TypeVar("Model", bound=BaseModel)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The body, or 413 as soon as it is known to exceed `limit` (never buffering past it)."""
-    declared = request.headers.get("content-length")
+    declared = next((value for name, value in scope["headers"] if name == b"content-length"), None)
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ProblemError(413, f"The body is {declared} bytes; the limit is {limit}.")
+        raise ProblemError(413, f"The body is {declared.decode()} bytes; the limit is {limit}.")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise ProblemError(413, f"The body is over the limit of {limit} bytes.")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse_model(model: type[Model], body: bytes) -> Model:
@@ -47,4 +53,4 @@ def parse_model(model: type[Model], body: bytes) -> Model:
 
 
 async def read_model(request: Request, model: type[Model], limit: int) -> Model:
-    return parse_model(model, await read_body(request, limit))
+    return parse_model(model, await read_body(request.scope, request.receive, limit))
