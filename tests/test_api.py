@@ -143,6 +143,14 @@ def test_every_field_error_is_listed(api: httpx.Client) -> None:
     assert "teapot" not in json.dumps(doc)  # input is not echoed back
 
 
+def test_fields_are_read_as_documented_not_coerced(api: httpx.Client) -> None:
+    """The OpenAPI document says integer and string: a bool or a numeric string is refused, while
+    500.0 is an integer to JSON Schema and is taken."""
+    for body in ({"code": False}, {"status": True}, {"message": "x", "attempt": "2"}, {"status": "429"}):
+        problem(api.post("/v1/classify", json=body), 422)
+    assert api.post("/v1/classify", json={"message": "x", "status": 500.0, "attempt": 2.0}).status_code == 200
+
+
 def test_body_over_the_limit_is_413_declared_or_streamed(live: Callable[..., httpx.Client]) -> None:
     api = live(max_body_bytes=2048)
     problem(api.post("/v1/errors", content=b"x" * 4096), 413)
@@ -162,6 +170,7 @@ def test_long_message_matches_on_head_and_tail(api: httpx.Client) -> None:
 
 def test_query_validation_and_unknown_paths_are_problems(api: httpx.Client) -> None:
     problem(api.post("/v1/classify", params={"explain": "maybe"}, json=QUOTA), 422)
+    problem(api.post("/v1/classify?explain=", json=QUOTA), 422)
     problem(api.get("/nope"), 404)
     problem(api.get("/v1/classify"), 405)
 
@@ -190,3 +199,21 @@ def test_openapi_declares_bodies_and_problem_responses(api: httpx.Client) -> Non
         assert "application/problem+json" in errors["responses"][status]["content"]
     assert {"ErrorReport", "Classification", "Problem", "BatchRequest"} <= set(doc["components"]["schemas"])
     assert api.get("/docs").status_code == 200
+
+
+def test_a_fault_inside_triage_is_a_logged_500_problem_and_counted(api: httpx.Client,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    class Exploding:
+        def dispatch(self, *args: object) -> None:
+            raise RuntimeError("notifier bug")
+
+    services = api.app.state.services  # type: ignore[attr-defined]
+    working, services.notifier = services.notifier, Exploding()
+    with caplog.at_level("ERROR", logger="errtriage.api"):
+        body = problem(api.post("/v1/errors", json=QUOTA), 500)
+    assert "notifier bug" not in json.dumps(body)  # the cause is logged, never echoed
+    assert any(r.message == "unhandled error" and r.exc_info for r in caplog.records)
+    key = ("errtriage_http_requests_total", (("handler", "/v1/errors"), ("method", "POST"), ("status", "500")))
+    assert samples(api)[key] == 1
+    services.notifier = working
+    assert api.post("/v1/errors", json=QUOTA).status_code == 200

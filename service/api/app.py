@@ -13,13 +13,14 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.deps import Services
 from service.api.middleware import HttpMetricsMiddleware, RequestIdMiddleware
 from service.api.notify_routes import router as notify_router
 from service.api.problems import install_handlers
 from service.api.routes import router
-from service.api.triage_routes import openapi_paths, triage_routes
+from service.api.triage_routes import TriageLane, openapi_paths
 from service.errors import RulesInvalid
 from service.metrics import Metrics
 from service.models import BatchRequest, BatchResponse, Classification, ErrorReport, Problem
@@ -99,11 +100,24 @@ def _openapi(app: FastAPI) -> Any:
 _DOCUMENTED_MODELS = ((ErrorReport, "validation"), (BatchRequest, "validation"), (Problem, "serialization"),
                       (Classification, "serialization"), (BatchResponse, "serialization"))
 
+class ErrtriageApp(FastAPI):
+    """FastAPI behind errtriage's own front: request ids and HTTP metrics around every request,
+    then the triage lane (triage_routes.py), then FastAPI's stack for everything else."""
+
+    front: ASGIApp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.front(scope, receive, send)
+
+    async def serve_fastapi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().__call__(scope, receive, send)
+
+
 NotifierFactory = Callable[[Settings, Metrics], Any]
 
 
 def create_app(settings: Settings, registry: CollectorRegistry | None = None,
-               notifier_factory: NotifierFactory | None = None) -> FastAPI:
+               notifier_factory: NotifierFactory | None = None) -> ErrtriageApp:
     """Wire everything. `notifier_factory` is the seam tests use to inject a clock or an HTTP transport."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = Metrics(registry)
@@ -111,7 +125,7 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     factory = notifier_factory or Notifier
     notifier = factory(settings, metrics) if settings.notify_enabled else None
     services = Services(settings=settings, metrics=metrics, registry=registry, store=store, notifier=notifier)
-    app = FastAPI(
+    app = ErrtriageApp(
         title="errtriage",
         version="0.1.0",
         description="Classify raw errors, advise recovery, notify, count. See DESIGN.md for the contract.",
@@ -119,10 +133,8 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     )
     app.state.services = services
     install_handlers(app)
-    app.router.routes.extend(triage_routes())
     app.include_router(router)
     app.include_router(notify_router)
-    app.add_middleware(HttpMetricsMiddleware, registry=registry)
-    app.add_middleware(RequestIdMiddleware)
+    app.front = RequestIdMiddleware(HttpMetricsMiddleware(TriageLane(app.serve_fastapi, services), registry=registry))
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -39,6 +39,12 @@ def problem_response(status: int, detail: str | None = None, errors: list[dict[s
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
+def internal_error(path: str) -> Response:
+    """Log the exception being handled (with its traceback), answer a bare 500 problem."""
+    log.exception("unhandled error", extra={"path": path})
+    return problem_response(500, "Internal error; it has been logged.")
+
+
 def field_errors(exc: ValidationError | RequestValidationError) -> list[dict[str, Any]]:
     """Every field error, without echoing the input (it may hold secrets)."""
     raw = exc.errors(include_url=False, include_input=False) if isinstance(exc, ValidationError) else exc.errors()
@@ -80,5 +86,4 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unhandled error", extra={"path": request.url.path})
-        return problem_response(500, "Internal error; it has been logged.")
+        return internal_error(request.url.path)

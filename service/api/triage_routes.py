@@ -1,11 +1,12 @@
-"""The three hot routes, POST /v1/errors, /v1/errors/batch and /v1/classify, as raw ASGI endpoints.
+"""The three hot routes, POST /v1/errors, /v1/errors/batch and /v1/classify, served in front of FastAPI.
 
-Why not FastAPI routes: per call, FastAPI builds a Request, solves dependencies inside two
-exit stacks and wraps exceptions a second time; on one core that cost 2.3x the whole
-classification of a typical report. These endpoints sit in the same router (so the
-request-id and HTTP-metrics middleware and the problem+json handlers apply unchanged: a
-ProblemError raised here is answered by them), read the body with the size cap, parse and
-validate it in one pydantic pass, and answer with bytes. `openapi_paths` documents them.
+Why not FastAPI routes: per call, FastAPI and Starlette pass a request through eight layers
+(telemetry, server errors, body limit, exception handlers, an exit stack, the router, the
+route's own Request and dependency solving); on one core that cost more than classifying a
+typical report. `TriageLane` sits inside the request-id and HTTP-metrics middleware and
+outside FastAPI: it answers these paths itself (body read with the size cap, parsed and
+validated in one pydantic pass, bytes out, problem+json on any error) and hands every other
+request to FastAPI. `openapi_paths` documents them in FastAPI's OpenAPI document.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
 from pydantic import TypeAdapter, ValidationError
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.body import parse_model, read_body
 from service.api.deps import Services
-from service.api.problems import ProblemError, field_errors, problem_responses
+from service.api.problems import ProblemError, field_errors, internal_error, problem_response, problem_responses
 from service.metrics import NO_PROVIDER, OTHER_PROVIDER
 from service.models import (
     BatchRequest,
@@ -112,7 +114,7 @@ def _explain_flag(query: bytes) -> bool:
     """`?explain=` read as FastAPI would read a bool query parameter (true/1/yes/on...), else 422."""
     if not query:
         return False
-    values = [value for name, value in parse_qsl(query.decode("latin-1")) if name == "explain"]
+    values = [value for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True) if name == "explain"]
     if not values:
         return False
     try:
@@ -122,25 +124,47 @@ def _explain_flag(query: bytes) -> bool:
         raise ProblemError(422, "The request does not fit the schema.", errors) from exc
 
 
-class _Endpoint:
-    """An ASGI app (a class, not a function: Starlette would wrap a function in its Request machinery)."""
+@dataclass(frozen=True, slots=True)
+class LaneRoute:
+    """What `scope["route"]` holds for a lane request: the HTTP metrics label it by `path`."""
 
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
+    path: str
+    handler: Handler
+
+
+class TriageLane:
+    """ASGI: the hot routes answered here, everything else passed to `app` (FastAPI)."""
+
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self.app = app
+        self.services = services
+        self.routes = {path: LaneRoute(path, handler) for path, (handler, _, _, _) in _OPERATIONS.items()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        services: Services = scope["app"].state.services
-        body = await read_body(scope, receive, services.settings.max_body_bytes)
-        payload = _body_bytes(self.handler(services, body, scope))
+        route = self.routes.get(scope["path"]) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        scope["route"] = route
+        try:
+            payload = await self._answer(route, scope, receive)
+        except ClientDisconnect:
+            return  # nobody to answer
+        except ProblemError as exc:
+            await problem_response(exc.status, exc.detail, exc.errors, exc.headers)(scope, receive, send)
+            return
+        except Exception:
+            await internal_error(scope["path"])(scope, receive, send)
+            return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [*_JSON_HEADERS, (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
 
-
-def triage_routes() -> list[Route]:
-    """Placed before the FastAPI routes: a hot path is matched first."""
-    return [Route(path, _Endpoint(handler), methods=["POST"], include_in_schema=False)
-            for path, (handler, _, _, _) in _OPERATIONS.items()]
+    async def _answer(self, route: LaneRoute, scope: Scope, receive: Receive) -> bytes:
+        if scope["method"] != "POST":
+            raise ProblemError(405, f"{route.path} takes POST.", headers={"Allow": "POST"})
+        body = await read_body(scope, receive, self.services.settings.max_body_bytes)
+        return _body_bytes(route.handler(self.services, body, scope))
 
 
 _OPERATIONS: dict[str, tuple[Handler, str, str, str]] = {  # path -> handler, request, response, summary
