@@ -6,9 +6,9 @@ Field names are part of the public contract (DESIGN.md); change them only with i
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 REPORT_KEY_FIELDS = ("message", "raw", "type", "code", "status")
 
@@ -39,6 +39,13 @@ class NotificationStatus(StrEnum):
     none = "none"
     disabled = "disabled"
 
+
+def _whole_number(value: Any) -> Any:
+    """JSON Schema's `integer` includes 500.0; strict validation would refuse it."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WHOLE_NUMBER = BeforeValidator(_whole_number)  # after the bounds, so the schema keeps minimum/maximum
 
 _PRESENT = {"not": {"enum": [None, ""]}}
 _REPORT_EXAMPLES = [
@@ -73,17 +80,18 @@ class ErrorReport(BaseModel):
 
     model_config = ConfigDict(
         extra="ignore",
+        strict=True,  # as documented: `"code": false` or `"attempt": "2"` is refused, not coerced
         json_schema_extra=_report_schema,
     )
 
     message: str | None = Field(None, description="The error message as rendered (str(exc)).")
     type: str | None = Field(None, description="Exception or error type name, e.g. RateLimitError.")
-    code: str | int | None = Field(None, description="Error code, e.g. insufficient_quota.")
-    status: int | None = Field(None, ge=100, le=599, description="HTTP status of the failing call.")
+    code: str | Annotated[int, WHOLE_NUMBER] | None = Field(None, description="Error code, e.g. insufficient_quota.")
+    status: Annotated[int, Field(ge=100, le=599), WHOLE_NUMBER] | None = Field(None, description="HTTP status of the failing call.")
     provider: str | None = Field(None, max_length=100, description="Caller's provider hint; wins over detection.")
     tool: str | None = Field(None, max_length=200, description="Name of the tool that was called.")
     source: str | None = Field(None, max_length=200, description="The reporting service.")
-    attempt: int | None = Field(None, ge=1, le=1000, description="1-based try number of the failing call.")
+    attempt: Annotated[int, Field(ge=1, le=1000), WHOLE_NUMBER] | None = Field(None, description="1-based try number of the failing call.")
     context: dict[str, Any] | None = Field(
         None, description="user_id, user_email, work_id, work_name, step_id, optional, available_tools, ..."
     )
