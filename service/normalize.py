@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import re2
 
 from service.models import ErrorReport
@@ -185,8 +186,8 @@ def _parse_json_text(text: str) -> Any:
     if not stripped or stripped[0] not in "{[" or len(stripped) > _EMBEDDED_CAP:
         return None
     try:
-        return json.loads(stripped)
-    except (ValueError, RecursionError):
+        return orjson.loads(stripped)
+    except orjson.JSONDecodeError:
         return None
 
 
@@ -419,10 +420,13 @@ def _duration_ms(value: Any) -> int | None:
 
 
 def _add_hosts(found: NormalizedError, text: Any) -> None:
-    if not isinstance(text, str):
-        return
-    for match in _HOST_IN_TEXT.finditer(text[:4096]):
-        host = (match.group(1) or match.group(2) or match.group(3) or "").lower().strip(".")
+    if isinstance(text, str):
+        _add_hosts_in(found, text.encode())
+
+
+def _add_hosts_in(found: NormalizedError, data: bytes) -> None:
+    for match in _HOST_IN_TEXT.finditer(data, 0, 4096):
+        host = (match.group(1) or match.group(2) or match.group(3) or b"").decode().lower().strip(".")
         if host and host not in found.hosts and len(found.hosts) < 16:
             found.hosts.append(host)
 
@@ -447,43 +451,45 @@ def _absorb_message(found: NormalizedError) -> None:
         found.message = kept
         if found.shape == SHAPE_PLAIN:
             found.shape = SHAPE_PROVIDER_BODY
+    data = message.encode()  # RE2 on bytes: no re-encoding and no offset mapping per call
     if found.status is None:
-        match = _STATUS_IN_MESSAGE.search(message[:2048])
+        match = _STATUS_IN_MESSAGE.search(data, 0, 2048)
         if match:
-            found.status = int(next(group for group in match.groups() if group))
-    _add_hosts(found, message)
+            found.status = int(next(group for group in match.group(1, 2, 3, 4, 5) if group))
+    _add_hosts_in(found, data)
     lowered = message.lower()  # cheap substring gates keep the regexes off most messages
     if "available_tools" not in found.context and "available tools" in lowered:
-        match = _AVAILABLE_TOOLS.search(message[:8192])
+        match = _AVAILABLE_TOOLS.search(data, 0, 8192)
         if match:
-            names = [name for name in re.split(r",\s*", match.group(1)) if name]
+            names = [name for name in re.split(r",\s*", match.group(1).decode()) if name]
             found.context = {**found.context, "available_tools": names[:1000]}
     if found.retry_after_ms is None and any(word in lowered for word in _RETRY_WORDS):
-        match = _RETRY_IN_TEXT.search(message)
+        match = _RETRY_IN_TEXT.search(data)
         if match:
-            unit = match.group(2).lower()
-            unit = "ms" if unit.startswith("ms") or unit.startswith("milli") else unit[0]
-            found.retry_after_ms = _duration_ms(f"{match.group(1)}{unit}")
+            unit = match.group(2).decode().lower()
+            unit = "ms" if unit.startswith(("ms", "milli")) else unit[0]
+            found.retry_after_ms = _duration_ms(f"{match.group(1).decode()}{unit}")
 
 
-_REPR_TOKEN = re.compile(r"'[^']*'|\b(?:None|True|False)\b")
-_REPR_WORDS = {"None": "null", "True": "true", "False": "false"}
+_JSON = json.JSONDecoder()
+_REPR_WORDS = (("None", "null"), ("True", "true"), ("False", "false"))
 
 
 def _repr_as_json(text: str) -> Any:
     """A Python dict repr read as JSON, for the common case only (no double quote anywhere, so
-    every string is single-quoted and holds no quote); anything else returns None. About 20x
-    cheaper than ast.literal_eval, which stays the fallback."""
-    if '"' in text:
+    every string is single-quoted and holds no quote); anything else returns None. Between the
+    quotes only punctuation, numbers and None/True/False can stand. About 20x cheaper than
+    ast.literal_eval, which stays the fallback."""
+    parts = text.split("'")
+    if '"' in text or len(parts) % 2 == 0:
         return None
-
-    def token(match: re.Match[str]) -> str:
-        word = match.group(0)
-        return f'"{word[1:-1]}"' if word[0] == "'" else _REPR_WORDS[word]
-
+    for word, literal in _REPR_WORDS:
+        if word in text:
+            for index in range(0, len(parts), 2):  # outside the strings
+                parts[index] = parts[index].replace(word, literal)
     try:
-        return json.loads(_REPR_TOKEN.sub(token, text))
-    except (ValueError, RecursionError):
+        return orjson.loads('"'.join(parts))
+    except orjson.JSONDecodeError:
         return None
 
 
@@ -493,10 +499,11 @@ def _embedded_body(message: str) -> Any:
     if start < 0 or len(message) - start > _EMBEDDED_CAP:
         return None
     text = message[start:]
-    try:
-        return json.JSONDecoder().raw_decode(text)[0]
-    except (ValueError, RecursionError):
-        pass
+    if text[1:].lstrip()[:1] != "'":  # `{'error': ...` is a repr: skip the JSON attempt
+        try:
+            return _JSON.raw_decode(text)[0]
+        except (ValueError, RecursionError):
+            pass
     end = text.rfind("}")
     if end < 0:
         return None
