@@ -27,6 +27,10 @@ Fields = dict[str, list[str]]  # normalized text values by field name (original 
 # From this many regexes on a field, a regex waits for its required literals. Below it one RE2
 # set is cheaper: on real messages common atoms ("error", "limit") make many candidates.
 PREFILTER_FROM = 1000
+# Short values (types, codes, hosts, sources, short messages) repeat: their scan result is kept,
+# a pure memo of an immutable index. Bounded: cleared when full.
+MEMO_UP_TO = 256
+MEMO_SIZE = 4096
 
 
 class PatternError(ValueError):
@@ -76,7 +80,8 @@ class _FieldIndex:
     compiled: list[Any] = field(default_factory=list)  # regex index -> RE2 object
     regex_set: Any = None
     unfiltered: list[int] = field(default_factory=list)  # RE2 set index -> regex index
-    captures: dict[int, Any] = field(default_factory=dict)  # regex index -> compiled, if it has groups
+    captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
+    memo: dict[str, frozenset[int]] = field(default_factory=dict)  # short value -> its conditions
 
     def add(self, spec: int, condition: TextCondition) -> None:
         for literal in condition.contains:
@@ -97,7 +102,8 @@ class _FieldIndex:
                 raise PatternError(entry_of[specs[0]], field_name, pattern, reason) from exc
             self.compiled.append(compiled)
             if compiled.groupindex:
-                self.captures[index] = compiled
+                for spec in specs:
+                    self.captures.setdefault(spec, []).append(compiled)
             required = atoms(pattern) if len(self.regexes) >= PREFILTER_FROM else None
             if required is None:
                 self.unfiltered.append(index)
@@ -114,40 +120,52 @@ class _FieldIndex:
 
     def scan(self, values: list[str], satisfied: set[int], trace: dict[int, str] | None) -> None:
         for value in values:
-            lowered = value.lower()
-            matched: set[int] = set()
-            candidates: set[int] = set()
-            if self.automaton is not None:
-                for word, _, _ in self.automaton.find_matches_as_indexes(lowered, overlapping=True):
-                    specs, regexes = self.targets[word]
-                    satisfied.update(specs)
-                    candidates.update(regexes)
-                    if trace is not None:
-                        for spec in specs:
-                            trace.setdefault(spec, f"{value[:80]!r} contains a listed literal")
-            if candidates:
-                data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
-                matched.update(index for index in candidates if self.compiled[index].search(data))
-            specs = self.equals.get(lowered.strip())
-            if specs:
-                satisfied.update(specs)
+            if trace is not None or len(value) > MEMO_UP_TO:
+                satisfied.update(self._specs_of(value, trace))
+                continue
+            specs = self.memo.get(value)
+            if specs is None:
+                if len(self.memo) >= MEMO_SIZE:
+                    self.memo.clear()
+                specs = self.memo[value] = frozenset(self._specs_of(value, None))
+            satisfied.update(specs)
+
+    def _specs_of(self, value: str, trace: dict[int, str] | None) -> set[int]:
+        """The ids of the conditions one value satisfies (with why, into `trace` when given)."""
+        lowered = value.lower()
+        found: set[int] = set()
+        matched: set[int] = set()  # regex indexes
+        if self.automaton is not None:
+            for word, _, _ in self.automaton.find_matches_as_indexes(lowered, overlapping=True):
+                specs, regexes = self.targets[word]
+                found.update(specs)
+                if regexes:
+                    matched.update(regexes)
                 if trace is not None:
                     for spec in specs:
-                        trace.setdefault(spec, f"equals {value[:80]!r}")
+                        trace.setdefault(spec, f"{value[:80]!r} contains a listed literal")
+        if matched or self.regex_set is not None:
+            data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
+            matched = {index for index in matched if self.compiled[index].search(data)}
             if self.regex_set is not None:
-                matched.update(self.unfiltered[i] for i in self.regex_set.Match(value) or ())
-            for index in matched:
-                pattern, specs = self.regexes[index]
-                satisfied.update(specs)
-                if trace is not None:
-                    for spec in specs:
-                        trace.setdefault(spec, f"regex {pattern!r}")
+                matched.update(self.unfiltered[i] for i in self.regex_set.Match(data) or ())
+        specs = self.equals.get(lowered.strip())
+        if specs:
+            found.update(specs)
+            if trace is not None:
+                for spec in specs:
+                    trace.setdefault(spec, f"equals {value[:80]!r}")
+        for index in matched:
+            pattern, specs = self.regexes[index]
+            found.update(specs)
+            if trace is not None:
+                for spec in specs:
+                    trace.setdefault(spec, f"regex {pattern!r}")
+        return found
 
     def capture(self, spec: int, values: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}
-        for index, compiled in self.captures.items():
-            if spec not in self.regexes[index][1]:
-                continue
+        for compiled in self.captures.get(spec, ()):
             for value in values:
                 match = compiled.search(value)
                 if match:
@@ -186,6 +204,7 @@ class SetMatcher:
         self._blocks: list[_Block] = []
         self._excludes: list[list[frozenset[int]]] = []
         self._triggers: list[dict[int, list[int]]] = []
+        self._trigger_specs: list[frozenset[int]] = []  # per table: the specs that index a block
         entry_of: dict[int, tuple[int, int]] = {}
         for table, entries in enumerate(tables):
             excludes: list[frozenset[int]] = []
@@ -200,6 +219,7 @@ class SetMatcher:
                 excludes.append(frozenset(excluded.values()))
             self._excludes.append(excludes)
             self._triggers.append(triggers)
+            self._trigger_specs.append(frozenset(triggers))
         for name, index in self._fields.items():
             index.compile(entry_of, name)
 
@@ -244,7 +264,7 @@ class SetMatcher:
     def first(self, table: int, found: set[int], fields: Fields) -> Hit | None:
         triggers = self._triggers[table]
         excludes = self._excludes[table]
-        candidates = sorted({b for spec in found for b in triggers.get(spec, ())})
+        candidates = sorted({b for spec in found & self._trigger_specs[table] for b in triggers[spec]})
         for position in candidates:
             block = self._blocks[position]
             if block.specs <= found and not (excludes[block.entry] & found):
@@ -255,7 +275,7 @@ class SetMatcher:
         captured: dict[str, str] = {}
         for name, spec in block.fields.items():
             index = self._fields.get(name)
-            if index is not None and index.captures:
+            if index is not None and spec in index.captures:
                 captured.update(index.capture(spec, fields.get(name, [])))
         return captured
 
