@@ -1,9 +1,12 @@
 """Requests/s and p99 of errtriage next to a bare FastAPI endpoint, same server settings, one run.
 
 Starts each server as its own process (one uvicorn worker, the same HTTP protocol and
-loop), then drives it with wrk (Debian package `wrk`) on loopback.
+loop), then drives them in interleaved rounds with wrk (Debian package `wrk`) on loopback,
+so a noisy machine slows both alike; each line is the median of the rounds. Two bodies: the
+same report every time, and a distinct message per request (a counter in the text), which
+no cache of errtriage's can answer.
 
-    python bench/http_bench.py [--seconds 10] [--connections 32,128] [--workers 1]
+    python bench/http_bench.py [--seconds 5] [--rounds 3] [--connections 32,128] [--workers 1]
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,72 +34,93 @@ BODY = {"message": "Error code: 429 - {'error': {'message': 'Rate limit reached 
                    "tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s.', "
                    "'type': 'tokens', 'param': None, 'code': 'rate_limit_exceeded'}}",
         "source": "agent-runner", "context": {"user_email": "dev@example.com", "user_id": "u-1"}}
-
+BARE = "bare FastAPI + pydantic"
 SERVERS = {
-    "bare FastAPI + pydantic": ["-m", "uvicorn", "bench.bare_app:app"],
+    BARE: ["-m", "uvicorn", "bench.bare_app:app"],
     "errtriage": ["-m", "service", "serve"],
 }
+# wrk scripts: the same body each time, or the message with a request counter in it.
+SAME = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = {body}\n'
+DISTINCT = SAME + """counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, (wrk.body:gsub("org%-x", "org-" .. counter)))
+end
+"""
 
 
 def start(name: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ERRTRIAGE_PORT": str(port), "ERRTRIAGE_LOG_LEVEL": "warning",
            "ERRTRIAGE_WORKERS": str(workers), "ERRTRIAGE_RELOAD_RULES": "false"}
     args = [sys.executable, *SERVERS[name]]
-    if name.startswith("bare"):
+    if name == BARE:
         args += ["--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(workers),
                  "--http", "service.api.server:HTTP_PROTOCOL"]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_ready(port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             if httpx.post(f"http://127.0.0.1:{port}/v1/classify", json=BODY, timeout=1).status_code == 200:
-                return proc
+                return
         except httpx.TransportError:
             time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{name} did not start")
+    raise RuntimeError(f"nothing answers on port {port}")
 
 
 def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, float]:
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
                          capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in out:
+        raise RuntimeError(f"{url} answered errors:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
-    p99_ms = float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
-    return rps, p99_ms
+    return rps, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=int, default=10)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", default="32,128")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--paths", default="/v1/classify,/v1/errors")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk")
-    script = Path(tempfile.mkdtemp()) / "post.lua"
-    script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-                      f"wrk.body = {json.dumps(json.dumps(BODY))}\n")
-    results: dict[tuple[str, str, int], tuple[float, float]] = {}
-    for name in SERVERS:
-        port = free_port()
-        proc = start(name, port, opts.workers)
-        try:
-            paths = ["/v1/classify"] if name.startswith("bare") else opts.paths.split(",")
-            for path in paths:
-                for conns in (int(c) for c in opts.connections.split(",")):
-                    wrk(f"http://127.0.0.1:{port}{path}", conns, 2, script)  # warm-up
-                    results[(name, path, conns)] = wrk(f"http://127.0.0.1:{port}{path}", conns, opts.seconds, script)
-        finally:
+    scripts = Path(tempfile.mkdtemp())
+    body = json.dumps(json.dumps(BODY))
+    for kind, template in (("same", SAME), ("distinct", DISTINCT)):
+        (scripts / f"{kind}.lua").write_text(template.format(body=body))
+    ports = {name: free_port() for name in SERVERS}
+    procs = [start(name, port, opts.workers) for name, port in ports.items()]
+    runs = [(BARE, "/v1/classify", "same")]
+    runs += [("errtriage", path, kind) for kind in ("same", "distinct") for path in opts.paths.split(",")]
+    results: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
+    try:
+        for port in ports.values():
+            wait_ready(port)
+        for round_ in range(opts.rounds + 1):  # round 0 warms up
+            for conns in (int(c) for c in opts.connections.split(",")):
+                for name, path, kind in runs:
+                    url = f"http://127.0.0.1:{ports[name]}{path}"
+                    measured = wrk(url, conns, 2 if round_ == 0 else opts.seconds, scripts / f"{kind}.lua")
+                    if round_:
+                        results.setdefault((name, path, kind, conns), []).append(measured)
+    finally:
+        for proc in procs:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"{'server':26} {'path':14} {'conns':>5} {'req/s':>9} {'p99 ms':>8} {'vs bare':>8}")
-    for (name, path, conns), (rps, p99) in results.items():
-        bare = results[("bare FastAPI + pydantic", "/v1/classify", conns)][0]
-        print(f"{name:26} {path:14} {conns:>5} {rps:>9.0f} {p99:>8.2f} {rps / bare:>7.2f}x")
-    print(f"\n{opts.workers} uvicorn worker(s) each, wrk -t1 on loopback, {opts.seconds}s per run, "
-          f"{os.cpu_count()} CPUs.")
+    print(f"{'server':24} {'path':13} {'body':9} {'conns':>5} {'req/s':>7} {'p99 ms':>7} {'vs bare':>8}")
+    for (name, path, kind, conns), measured in results.items():
+        rps = statistics.median(r for r, _ in measured)
+        p99 = statistics.median(p for _, p in measured)
+        bare = statistics.median(r for r, _ in results[(BARE, "/v1/classify", "same", conns)])
+        print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {rps / bare:>7.2f}x")
+    print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s; {opts.workers} uvicorn worker(s) "
+          f"per server, wrk -t1 on loopback, {os.cpu_count()} CPUs.")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ each gauge says how it combines across workers.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 OTHER_PROVIDER = "other"
@@ -15,6 +17,22 @@ NO_PROVIDER = "none"
 NOTIFY_OUTCOMES = ("sent", "failed", "retried", "throttled", "silenced", "dropped", "no_recipient")
 RELOAD_OUTCOMES = ("success", "failure")
 TABLES = ("classes", "rules", "providers", "routes", "channels", "templates", "silences")
+
+
+class Children:
+    """A labelled metric's children by label values. `labels()` validates and takes a lock on
+    every call (~1.6 µs, five times a request); the child it returns is kept here. Bounded
+    like the label values themselves."""
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
 
 
 class Metrics:
@@ -62,6 +80,9 @@ class Metrics:
         )
         for outcome in RELOAD_OUTCOMES:
             self.reloads.labels(outcome)
+        self.error_count = Children(self.errors)
+        self.rule_match_count = Children(self.rule_matches)
+        self.notification_count = Children(self.notifications)
         self._version: str | None = None
 
     def rules_swapped(self, version: str, counts: dict[str, int], label_sets: list[tuple[str, str]],

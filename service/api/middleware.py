@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
+import os
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.logs import request_id
+from service.metrics import Children
 
 _VALID_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def new_id() -> str:
+    """128 random bits as 32 hex digits, like uuid4().hex at a fifth of its cost."""
+    return os.urandom(16).hex()
 
 
 class RequestIdMiddleware:
@@ -23,7 +29,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
-        rid = given if given is not None and _VALID_ID.match(given) else uuid.uuid4().hex.encode()
+        rid = given if given is not None and _VALID_ID.match(given) else new_id().encode()
         token = request_id.set(rid.decode())
 
         async def send_with_id(message: Message) -> None:
@@ -50,6 +56,8 @@ class HttpMetricsMiddleware:
         self.latency = Histogram("errtriage_http_request_duration_seconds", "HTTP request latency by route.",
                                  ["method", "handler"], registry=registry,
                                  buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5))
+        self.request_count = Children(self.requests)
+        self.latency_of = Children(self.latency)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.skip:
@@ -70,8 +78,8 @@ class HttpMetricsMiddleware:
             route = scope.get("route")
             handler = getattr(route, "path", None) or "unmatched"
             method = scope["method"] if scope["method"] in _METHODS else "other"
-            self.requests.labels(method, handler, str(status)).inc()
-            self.latency.labels(method, handler).observe(time.perf_counter() - started)
+            self.request_count(method, handler, str(status)).inc()
+            self.latency_of(method, handler).observe(time.perf_counter() - started)
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})

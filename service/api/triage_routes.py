@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.body import parse_model, read_body
 from service.api.deps import Services
+from service.api.middleware import new_id
 from service.api.problems import ProblemError, field_errors, internal_error, problem_response, problem_responses
 from service.metrics import NO_PROVIDER, OTHER_PROVIDER
 from service.models import (
@@ -67,13 +67,13 @@ def _provider_label(classification: Classification, ruleset: Ruleset) -> str:
 def _report(services: Services, ruleset: Ruleset, report: ErrorReport) -> Classification:
     """Triage one report with every side effect of /v1/errors: counters, notification, log line."""
     started = time.perf_counter()
-    classification, error, _ = triage(report, ruleset, uuid.uuid4().hex)
+    classification, error, _ = triage(report, ruleset, new_id())
     elapsed = time.perf_counter() - started
     metrics = services.metrics
     metrics.classify_seconds.observe(elapsed)
-    metrics.errors.labels(classification.class_, classification.reason, _provider_label(classification, ruleset)).inc()
+    metrics.error_count(classification.class_, classification.reason, _provider_label(classification, ruleset)).inc()
     if classification.rule is not None:
-        metrics.rule_matches.labels(classification.rule).inc()
+        metrics.rule_match_count(classification.rule).inc()
         services.store.count_match(classification.rule)
     classification.notification = _notify(services, ruleset, classification, error)
     if log.isEnabledFor(logging.INFO):
@@ -106,7 +106,7 @@ def report_batch(services: Services, body: bytes, scope: Scope) -> BatchResponse
 def classify_error(services: Services, body: bytes, scope: Scope) -> Classification:
     explain = _explain_flag(scope["query_string"])
     report = parse_model(ErrorReport, body)
-    classification, _, _ = triage(report, services.store.current, uuid.uuid4().hex, explain=explain)
+    classification, _, _ = triage(report, services.store.current, new_id(), explain=explain)
     return classification
 
 

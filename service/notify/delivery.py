@@ -65,7 +65,7 @@ class Deliverer:
         self._logger = logger
 
     def _count(self, item: Delivery, outcome: str) -> None:
-        self._metrics.notifications.labels(item.channel.id, item.class_, outcome).inc()
+        self._metrics.notification_count(item.channel.id, item.class_, outcome).inc()
 
     async def deliver(self, item: Delivery) -> None:
         """Never raises for a failed send (it is counted and logged); cancellation propagates."""

@@ -151,7 +151,7 @@ class Notifier:
         return NotificationStatus.queued
 
     def _count(self, channel_id: str, class_id: str, outcome: str) -> None:
-        self._metrics.notifications.labels(channel_id, class_id, outcome).inc()
+        self._metrics.notification_count(channel_id, class_id, outcome).inc()
 
     def queue_full(self) -> bool:
         return self._queue.full()
