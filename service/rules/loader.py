@@ -10,9 +10,11 @@ error is it parsed again with PyYAML, whose marks give every node its line.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import UTC, datetime
@@ -233,6 +235,24 @@ NotifyBuilder = Callable[[Path, list[ParsedFile], dict[str, ClassSpec], dict[str
 
 def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: datetime | None = None) -> Ruleset:
     """Build a complete Ruleset from a rules directory. Raises RulesInvalid listing every error."""
+    with _cyclic_gc_paused():
+        return _build_ruleset(root, notify_builder, now)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A load allocates a large structure that lives on; the cyclic GC would scan it over and
+    over as it grows (0.8 s of a 2.1 s load of 10,000 rules). Reference counting still frees."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: datetime | None) -> Ruleset:
     files, version, errors = read_tables(root)
     classes, collected, providers, sources = _collect(files, errors)
     _check_vocabulary(classes, collected, errors)

@@ -1,6 +1,6 @@
 """A whole table of match conditions compiled into set matchers, so a message is scanned once.
 
-Per text field: one Aho-Corasick automaton (ahocorasick-rs, a Rust DFA) for every literal
+Per text field: one Aho-Corasick automaton (ahocorasick-rs, in Rust, over UTF-8) for every literal
 (`contains`), one dict for `equals`, and one RE2 set for the regexes (linear time, whatever
 an operator writes). On a field with thousands of regexes, each regex instead waits for one
 of its required literals (service/rules/prefilter.py), found by the same automaton; only
@@ -31,6 +31,9 @@ PREFILTER_FROM = 1000
 # a pure memo of an immutable index. Bounded: cleared when full.
 MEMO_UP_TO = 256
 MEMO_SIZE = 4096
+# Up to this many literals per field the automaton is a DFA (3 µs on 1 KB at 142 words, against
+# 9 µs for the default NFA; 7 against 11 at 2,000); past it the DFA outgrows the CPU caches.
+DFA_UP_TO = 2000
 
 
 class PatternError(ValueError):
@@ -110,7 +113,9 @@ class _FieldIndex:
             for word in required or ():
                 words.setdefault(word, ([], []))[1].append(index)
         if words:
-            self.automaton = ahocorasick_rs.AhoCorasick(list(words))
+            small = len(words) <= DFA_UP_TO
+            self.automaton = ahocorasick_rs.BytesAhoCorasick(
+                [word.encode() for word in words], implementation=ahocorasick_rs.Implementation.DFA if small else None)
             self.targets = list(words.values())
         if self.unfiltered:
             self.regex_set = re2.Set.SearchSet(re2_options(max(8 << 20, len(self.unfiltered) * (64 << 10))))
@@ -136,7 +141,7 @@ class _FieldIndex:
         found: set[int] = set()
         matched: set[int] = set()  # regex indexes
         if self.automaton is not None:
-            for word, _, _ in self.automaton.find_matches_as_indexes(lowered, overlapping=True):
+            for word, _, _ in self.automaton.find_matches_as_indexes(lowered.encode(), overlapping=True):
                 specs, regexes = self.targets[word]
                 found.update(specs)
                 if regexes:
