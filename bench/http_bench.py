@@ -4,7 +4,7 @@ Starts each server as its own process (one uvicorn worker, the same HTTP protoco
 loop), then drives them in interleaved rounds with wrk (Debian package `wrk`) on loopback,
 so a noisy machine slows both alike; each line is the median of the rounds. Two bodies: the
 same report every time, and a distinct message per request (a counter in the text), which
-no cache of errtriage's can answer.
+no cache of errtriage's can answer; each is compared with the bare endpoint fed the same way.
 
     python bench/http_bench.py [--seconds 5] [--rounds 3] [--connections 32,128] [--workers 1]
 """
@@ -35,11 +35,16 @@ BODY = {"message": "Error code: 429 - {'error': {'message': 'Rate limit reached 
                    "'type': 'tokens', 'param': None, 'code': 'rate_limit_exceeded'}}",
         "source": "agent-runner", "context": {"user_email": "dev@example.com", "user_id": "u-1"}}
 BARE = "bare FastAPI + pydantic"
+CPUS = os.cpu_count() or 1
+WRK_CPUS = str(CPUS - 1)  # the last core drives the load; the others serve
+SERVER_CPUS = f"0-{CPUS - 2}" if CPUS > 2 else "0"
 SERVERS = {
     BARE: ["-m", "uvicorn", "bench.bare_app:app"],
     "errtriage": ["-m", "service", "serve"],
 }
-# wrk scripts: the same body each time, or the message with a request counter in it.
+# wrk scripts: the same body each time, or the message with a request counter in it. Building each
+# request costs wrk CPU the server then lacks (two cores), so each kind is compared with the bare
+# endpoint under the same script.
 SAME = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = {body}\n'
 DISTINCT = SAME + """counter = 0
 request = function()
@@ -56,7 +61,14 @@ def start(name: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     if name == BARE:
         args += ["--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(workers),
                  "--http", "service.api.server:HTTP_PROTOCOL"]
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen([*pinned(SERVER_CPUS), *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def pinned(cpus: str) -> list[str]:
+    """`taskset -c` when there is one: the servers and wrk on their own cores, so they do not
+    trade places run to run (on two cores, unpinned, the bare endpoint's rate swung 2,600-4,300)."""
+    return ["taskset", "-c", cpus] if shutil.which("taskset") and os.cpu_count() and os.cpu_count() > 1 else []
 
 
 def wait_ready(port: int) -> None:
@@ -71,7 +83,7 @@ def wait_ready(port: int) -> None:
 
 
 def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, float]:
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
+    out = subprocess.run([*pinned(WRK_CPUS), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
                          capture_output=True, text=True, check=True).stdout
     if "Non-2xx" in out:
         raise RuntimeError(f"{url} answered errors:\n{out}")
@@ -96,8 +108,8 @@ def main() -> None:
         (scripts / f"{kind}.lua").write_text(template.format(body=body))
     ports = {name: free_port() for name in SERVERS}
     procs = [start(name, port, opts.workers) for name, port in ports.items()]
-    runs = [(BARE, "/v1/classify", "same")]
-    runs += [("errtriage", path, kind) for kind in ("same", "distinct") for path in opts.paths.split(",")]
+    runs = [(name, path, kind) for kind in ("same", "distinct")
+            for name, path in [(BARE, "/v1/classify"), *(("errtriage", path) for path in opts.paths.split(","))]]
     results: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
     try:
         for port in ports.values():
@@ -117,10 +129,11 @@ def main() -> None:
     for (name, path, kind, conns), measured in results.items():
         rps = statistics.median(r for r, _ in measured)
         p99 = statistics.median(p for _, p in measured)
-        bare = statistics.median(r for r, _ in results[(BARE, "/v1/classify", "same", conns)])
+        bare = statistics.median(r for r, _ in results[(BARE, "/v1/classify", kind, conns)])
         print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {rps / bare:>7.2f}x")
+    where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if pinned("0") else "unpinned"
     print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s; {opts.workers} uvicorn worker(s) "
-          f"per server, wrk -t1 on loopback, {os.cpu_count()} CPUs.")
+          f"per server, wrk -t1 on loopback, {CPUS} CPUs ({where}).")
 
 
 if __name__ == "__main__":
