@@ -3,7 +3,8 @@
 1. Sends a burst of identical errors for one user (default 10,000) to /v1/errors and reads
    /metrics: the route's throttle must let exactly one notification through.
 2. Warms up, reads the server's RSS, drives /v1/errors with wrk for N requests (default
-   200,000) and reads RSS again.
+   200,000), each message distinct (a counter in it, so caches keyed by text fill and must
+   stay bounded), and reads RSS again.
 
     python bench/soak_bench.py [--requests 200000] [--burst 10000]
 """
@@ -32,6 +33,14 @@ REPORT = {"message": "Error code: 429 - {'error': {'message': 'You exceeded your
                      "plan and billing details.', 'type': 'insufficient_quota', 'param': None, "
                      "'code': 'insufficient_quota'}}",
           "context": {"user_email": "dev@example.com", "user_id": "u-1"}}
+
+
+DISTINCT = """counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, (wrk.body:gsub("billing details", "billing details " .. counter)))
+end
+"""
 
 
 def rss_kib(pid: int) -> int:
@@ -79,7 +88,7 @@ def main() -> None:
             sys.exit("wrk is not installed: apt-get install wrk")
         script = Path(tempfile.mkdtemp()) / "post.lua"
         script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-                          f"wrk.body = {json.dumps(json.dumps(REPORT))}\n")
+                          f"wrk.body = {json.dumps(json.dumps(REPORT))}\n{DISTINCT}")
         subprocess.run(["wrk", "-t1", "-c32", "-d5s", "-s", str(script), f"{url}/v1/errors"],
                        capture_output=True, check=True)  # warm-up
         before = rss_kib(proc.pid)
