@@ -42,8 +42,9 @@ from service.notify.variables import group_values
 from service.redact import redact
 from service.settings import Settings
 
-_PRECEDENCE = (NotificationStatus.queued, NotificationStatus.throttled, NotificationStatus.dropped,
-               NotificationStatus.no_recipient)
+# What a route's outcome says when its channels differ: the first of these any channel reached.
+_RANK = {status: rank for rank, status in enumerate((NotificationStatus.queued, NotificationStatus.throttled,
+                                                      NotificationStatus.dropped, NotificationStatus.no_recipient))}
 _NOT_DELIVERED = "not delivered before shutdown"
 _CANCEL_ROUNDS = 5
 _CANCEL_WAIT_SECONDS = 1.0
@@ -109,15 +110,16 @@ class Notifier:
         if config is None or route is None:
             return NotificationOutcome(status=NotificationStatus.none)
         now = self._clock()
-        if config.silence_for(classification, error.source, datetime.fromtimestamp(now, UTC)) is not None:
+        if config.silences and config.silence_for(classification, error.source,
+                                                  datetime.fromtimestamp(now, UTC)) is not None:
             for channel_id in route.channels:
                 self._count(channel_id, classification.class_, "silenced")
             return NotificationOutcome(status=NotificationStatus.silenced, route=route.id, channels=route.channels)
         group = group_values(classification, error)
-        statuses = {cid: self._channel_stages(config, route, config.channels[cid], classification, error, group, now)
-                    for cid in route.channels}
-        return next(NotificationOutcome(status=status, route=route.id, channels=chosen) for status in _PRECEDENCE
-                    if (chosen := [cid for cid, s in statuses.items() if s is status]))
+        statuses = [(cid, self._channel_stages(config, route, config.channels[cid], classification, error, group, now))
+                    for cid in route.channels]
+        first = min((status for _, status in statuses), key=_RANK.__getitem__)
+        return NotificationOutcome(status=first, route=route.id, channels=[cid for cid, s in statuses if s is first])
 
     def _channel_stages(self, config: NotifyConfig, route: RouteSpec, spec: ChannelSpec,
                         classification: Classification, error: NormalizedError, group: dict[str, str | None],
