@@ -65,10 +65,13 @@ def start(name: str, port: int, workers: int) -> subprocess.Popen[bytes]:
                             stderr=subprocess.DEVNULL)
 
 
+PIN = {"on": False}  # set in main: only when every worker and wrk can have a core of their own
+
+
 def pinned(cpus: str) -> list[str]:
-    """`taskset -c` when there is one: the servers and wrk on their own cores, so they do not
-    trade places run to run (on two cores, unpinned, the bare endpoint's rate swung 2,600-4,300)."""
-    return ["taskset", "-c", cpus] if shutil.which("taskset") and os.cpu_count() and os.cpu_count() > 1 else []
+    """`taskset -c`: the servers and wrk on their own cores, so they do not trade places run to
+    run (on two cores, unpinned, the bare endpoint's rate swung 2,600-4,300)."""
+    return ["taskset", "-c", cpus] if PIN["on"] else []
 
 
 def wait_ready(port: int) -> None:
@@ -106,6 +109,7 @@ def main() -> None:
     body = json.dumps(json.dumps(BODY))
     for kind, template in (("same", SAME), ("distinct", DISTINCT)):
         (scripts / f"{kind}.lua").write_text(template.format(body=body))
+    PIN["on"] = bool(shutil.which("taskset")) and opts.workers < CPUS
     ports = {name: free_port() for name in SERVERS}
     procs = [start(name, port, opts.workers) for name, port in ports.items()]
     runs = [(name, path, kind) for kind in ("same", "distinct")
@@ -131,7 +135,7 @@ def main() -> None:
         p99 = statistics.median(p for _, p in measured)
         bare = statistics.median(r for r, _ in results[(BARE, "/v1/classify", kind, conns)])
         print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {rps / bare:>7.2f}x")
-    where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if pinned("0") else "unpinned"
+    where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if PIN["on"] else "unpinned"
     print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s; {opts.workers} uvicorn worker(s) "
           f"per server, wrk -t1 on loopback, {CPUS} CPUs ({where}).")
 
