@@ -405,6 +405,9 @@ def _absorb_headers(headers: dict[str, Any], found: NormalizedError) -> None:
         found.retry_after_ms = _duration_ms(lowered["retry-after"])
 
 
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}  # no unit: seconds
+
+
 def _duration_ms(value: Any) -> int | None:
     """'20s', '1.5', '250ms', 3 -> milliseconds (seconds when no unit); None when unreadable."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -414,8 +417,7 @@ def _duration_ms(value: Any) -> int | None:
     match = _DURATION.match(value)
     if not match:
         return None
-    scale = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}[match.group(2)]
-    millis = float(match.group(1)) * scale
+    millis = float(match.group(1)) * _UNIT_MS[match.group(2)]
     return int(millis) if 0 <= millis <= 86_400_000 else None
 
 
