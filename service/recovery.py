@@ -25,7 +25,7 @@ _MIN_SIMILARITY = 50
 
 def _fill(text: str | None, values: dict[str, Any]) -> str | None:
     """Fill `{name}` placeholders from details; unknown names stay as written."""
-    if not text:
+    if not text or "{" not in text:
         return text
     return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), text)
 
