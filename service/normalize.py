@@ -194,15 +194,17 @@ def _parse_json_text(text: str) -> Any:
 _NESTED_KEYS = ("responseBody", "data", "lastError", "cause", "response", "body", "metadata", "detail", "details",
                 "errors", "raw", "message", "error_description", "errorMessage")
 _NESTED_SET = frozenset(_NESTED_KEYS)
+_ENVELOPE_KEYS = frozenset(("event", "stepId", "result", "_meta", "content"))
 
 
 def _absorb_dict(obj: dict[str, Any], found: NormalizedError, depth: int) -> None:
     """Read one JSON object; recurse into the places errors nest."""
     if depth > _MAX_DEPTH:
         return
-    if _absorb_pipeline_event(obj, found):
-        return
-    _absorb_mcp(obj, found, depth)
+    if obj.keys() & _ENVELOPE_KEYS:  # a pipeline event or an MCP result: rare, so tested by one intersection
+        if _absorb_pipeline_event(obj, found):
+            return
+        _absorb_mcp(obj, found, depth)
     error = obj.get("error")
     if isinstance(error, dict):
         _absorb_dict(error, found, depth + 1)
