@@ -86,8 +86,8 @@ def wait_ready(port: int) -> None:
 
 
 def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, float]:
-    out = subprocess.run([*pinned(WRK_CPUS), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
-                         capture_output=True, text=True, check=True).stdout
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    out = subprocess.run([*pinned(WRK_CPUS), *command], capture_output=True, text=True, check=True).stdout
     if "Non-2xx" in out:
         raise RuntimeError(f"{url} answered errors:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]

@@ -100,6 +100,7 @@ def _openapi(app: FastAPI) -> Any:
 _DOCUMENTED_MODELS = ((ErrorReport, "validation"), (BatchRequest, "validation"), (Problem, "serialization"),
                       (Classification, "serialization"), (BatchResponse, "serialization"))
 
+
 class ErrtriageApp(FastAPI):
     """FastAPI behind errtriage's own front: request ids and HTTP metrics around every request,
     then the triage lane (triage_routes.py), then FastAPI's stack for everything else."""

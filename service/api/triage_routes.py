@@ -172,7 +172,8 @@ _OPERATIONS: dict[str, tuple[Handler, str, str, str]] = {  # path -> handler, re
     "/v1/errors/batch": (report_batch, "BatchRequest", "BatchResponse", "Report up to 1000 errors; results in order"),
     "/v1/classify": (classify_error, "ErrorReport", "Classification", "Classify without side effects"),
 }
-_EXPLAIN_PARAMETER = {"name": "explain", "in": "query", "required": False, "schema": {"type": "boolean", "default": False},
+_EXPLAIN_PARAMETER = {"name": "explain", "in": "query", "required": False,
+                      "schema": {"type": "boolean", "default": False},
                       "description": "Add the rules tried, in order, and why the winner matched."}
 
 
