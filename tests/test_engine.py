@@ -11,6 +11,7 @@ from service.models import ErrorReport
 from service.normalize import normalize
 from service.rules.engine import Ruleset, classify
 from service.rules.loader import load_ruleset
+from service.rules.matcher import MEMO_SIZE
 
 TAXONOMY = """
 classes:
@@ -178,3 +179,18 @@ def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Pat
     hit = verdict(ruleset, message="said delta bravo7 charlie")
     assert hit.rule.id == "atom" and hit.captures == {"who": "delta"}
     assert verdict(ruleset, message="zzzz").rule.id == "loose"
+
+
+def test_the_scan_memo_is_bounded_and_never_changes_an_answer(tmp_path: Path) -> None:
+    ruleset = build(tmp_path, r1="""
+        rules:
+          - {id: lit, class: demo, reason: a, match: {message: {contains: [boom]}}}
+          - {id: rx, class: demo, reason: b, match: {message: {regex: ['\\bcode \\d{3}\\b']}}}
+    """)
+    answers = [(v.rule.id if v.rule else None) for v in (verdict(ruleset, message=m) for m in ("boom", "code 404", "x"))]
+    assert answers == ["lit", "rx", None]
+    for i in range(MEMO_SIZE + 10):  # distinct short messages: the memo fills, clears, refills
+        assert verdict(ruleset, message=f"quiet {i}").rule is None
+    assert [(v.rule.id if v.rule else None) for v in (verdict(ruleset, message=m) for m in ("boom", "code 404", "x"))] \
+        == answers
+    assert all(len(index.memo) <= MEMO_SIZE for index in ruleset.matcher._fields.values())
