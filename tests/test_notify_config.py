@@ -151,9 +151,9 @@ def test_route_source_matches_case_insensitively(notify_rules: Ruleset) -> None:
 def test_silences_match_until_they_expire(notify_rules: Ruleset) -> None:
     notify = notify_rules.notify
     git = classification("git_auth", "token_expired", "github")
-    before = dt.datetime(2029, 12, 31, 23, 59, tzinfo=dt.UTC)
+    before = dt.datetime(2029, 12, 31, 23, 59, tzinfo=dt.UTC).timestamp()
     assert notify.silence_for(git, None, before).id == "git-maintenance"
-    assert notify.silence_for(git, None, dt.datetime(2030, 1, 1, tzinfo=dt.UTC)) is None
+    assert notify.silence_for(git, None, dt.datetime(2030, 1, 1, tzinfo=dt.UTC).timestamp()) is None
     assert notify.silence_for(classification("git_auth", "token_expired", "gitlab"), None, before) is None
     assert notify.silence_for(classification("account_level", "plan_limit"), None, before) is None  # expired
 

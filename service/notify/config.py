@@ -8,7 +8,7 @@ never changed afterwards: a reload builds a new one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,9 +64,12 @@ class NotifyConfig:
         source = getattr(report, "source", None)
         return next((r for r in self.routes if route_matches(r.match, classification, source)), None)
 
-    def silence_for(self, classification: Classified, source: str | None, now: datetime) -> SilenceSpec | None:
-        """The first silence that matches and has not expired at `now`."""
-        return next((s for s in self.silences if now < s.until and silence_matches(s.match, classification, source)),
+    def silence_for(self, classification: Classified, source: str | None, now: float) -> SilenceSpec | None:
+        """The first silence that matches and has not expired at `now` (epoch seconds, the notifier's clock)."""
+        if not self.silences:  # the common case: no datetime to build
+            return None
+        at = datetime.fromtimestamp(now, UTC)
+        return next((s for s in self.silences if at < s.until and silence_matches(s.match, classification, source)),
                     None)
 
 

@@ -22,7 +22,6 @@ import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -110,8 +109,7 @@ class Notifier:
         if config is None or route is None:
             return NotificationOutcome(status=NotificationStatus.none)
         now = self._clock()
-        if config.silences and config.silence_for(classification, error.source,
-                                                  datetime.fromtimestamp(now, UTC)) is not None:
+        if config.silence_for(classification, error.source, now) is not None:
             for channel_id in route.channels:
                 self._count(channel_id, classification.class_, "silenced")
             return NotificationOutcome(status=NotificationStatus.silenced, route=route.id, channels=route.channels)
