@@ -54,24 +54,14 @@ end
 """
 
 
-def start(name: str, port: int, workers: int) -> subprocess.Popen[bytes]:
+def start(name: str, port: int, workers: int, prefix: list[str]) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ERRTRIAGE_PORT": str(port), "ERRTRIAGE_LOG_LEVEL": "warning",
            "ERRTRIAGE_WORKERS": str(workers), "ERRTRIAGE_RELOAD_RULES": "false"}
     args = [sys.executable, *SERVERS[name]]
     if name == BARE:
         args += ["--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(workers),
                  "--http", "service.api.server:HTTP_PROTOCOL"]
-    return subprocess.Popen([*pinned(SERVER_CPUS), *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-
-
-PIN = {"on": False}  # set in main: only when every worker and wrk can have a core of their own
-
-
-def pinned(cpus: str) -> list[str]:
-    """`taskset -c`: the servers and wrk on their own cores, so they do not trade places run to
-    run (on two cores, unpinned, the bare endpoint's rate swung 2,600-4,300)."""
-    return ["taskset", "-c", cpus] if PIN["on"] else []
+    return subprocess.Popen([*prefix, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wait_ready(port: int) -> None:
@@ -85,9 +75,9 @@ def wait_ready(port: int) -> None:
     raise RuntimeError(f"nothing answers on port {port}")
 
 
-def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, float]:
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
-    out = subprocess.run([*pinned(WRK_CPUS), *command], capture_output=True, text=True, check=True).stdout
+def wrk(url: str, connections: int, seconds: int, script: Path, prefix: list[str]) -> tuple[float, float]:
+    command = [*prefix, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     if "Non-2xx" in out:
         raise RuntimeError(f"{url} answered errors:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
@@ -109,9 +99,12 @@ def main() -> None:
     body = json.dumps(json.dumps(BODY))
     for kind, template in (("same", SAME), ("distinct", DISTINCT)):
         (scripts / f"{kind}.lua").write_text(template.format(body=body))
-    PIN["on"] = bool(shutil.which("taskset")) and opts.workers < CPUS
+    # Servers and wrk on cores of their own when every worker can have one, so they do not trade
+    # places run to run (on two cores, unpinned, the bare endpoint's rate swung 2,600-4,300).
+    pin = bool(shutil.which("taskset")) and opts.workers < CPUS
+    server_prefix, wrk_prefix = (["taskset", "-c", SERVER_CPUS], ["taskset", "-c", WRK_CPUS]) if pin else ([], [])
     ports = {name: free_port() for name in SERVERS}
-    procs = [start(name, port, opts.workers) for name, port in ports.items()]
+    procs = [start(name, port, opts.workers, server_prefix) for name, port in ports.items()]
     runs = [(name, path, kind) for kind in ("same", "distinct")
             for name, path in [(BARE, "/v1/classify"), *(("errtriage", path) for path in opts.paths.split(","))]]
     results: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
@@ -122,7 +115,8 @@ def main() -> None:
             for conns in (int(c) for c in opts.connections.split(",")):
                 for name, path, kind in runs:
                     url = f"http://127.0.0.1:{ports[name]}{path}"
-                    measured = wrk(url, conns, 2 if round_ == 0 else opts.seconds, scripts / f"{kind}.lua")
+                    seconds = 2 if round_ == 0 else opts.seconds
+                    measured = wrk(url, conns, seconds, scripts / f"{kind}.lua", wrk_prefix)
                     if round_:
                         results.setdefault((name, path, kind, conns), []).append(measured)
     finally:
@@ -135,7 +129,7 @@ def main() -> None:
         p99 = statistics.median(p for _, p in measured)
         bare = statistics.median(r for r, _ in results[(BARE, "/v1/classify", kind, conns)])
         print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {rps / bare:>7.2f}x")
-    where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if PIN["on"] else "unpinned"
+    where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if pin else "unpinned"
     print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s; {opts.workers} uvicorn worker(s) "
           f"per server, wrk -t1 on loopback, {CPUS} CPUs ({where}).")
 
