@@ -87,11 +87,13 @@ class ErrorReport(BaseModel):
     message: str | None = Field(None, description="The error message as rendered (str(exc)).")
     type: str | None = Field(None, description="Exception or error type name, e.g. RateLimitError.")
     code: str | Annotated[int, WHOLE_NUMBER] | None = Field(None, description="Error code, e.g. insufficient_quota.")
-    status: Annotated[int, Field(ge=100, le=599), WHOLE_NUMBER] | None = Field(None, description="HTTP status of the failing call.")
+    status: Annotated[int, Field(ge=100, le=599), WHOLE_NUMBER] | None = Field(
+        None, description="HTTP status of the failing call.")
     provider: str | None = Field(None, max_length=100, description="Caller's provider hint; wins over detection.")
     tool: str | None = Field(None, max_length=200, description="Name of the tool that was called.")
     source: str | None = Field(None, max_length=200, description="The reporting service.")
-    attempt: Annotated[int, Field(ge=1, le=1000), WHOLE_NUMBER] | None = Field(None, description="1-based try number of the failing call.")
+    attempt: Annotated[int, Field(ge=1, le=1000), WHOLE_NUMBER] | None = Field(
+        None, description="1-based try number of the failing call.")
     context: dict[str, Any] | None = Field(
         None, description="user_id, user_email, work_id, work_name, step_id, optional, available_tools, ..."
     )

@@ -194,6 +194,8 @@ def _parse_json_text(text: str) -> Any:
 _NESTED_KEYS = ("responseBody", "data", "lastError", "cause", "response", "body", "metadata", "detail", "details",
                 "errors", "raw", "message", "error_description", "errorMessage")
 _NESTED_SET = frozenset(_NESTED_KEYS)
+# An object can be a pipeline event only with `event` or `stepId` (_absorb_pipeline_event), an MCP
+# result only with `result`, `_meta` or `content` (_absorb_mcp): keep this in step with them.
 _ENVELOPE_KEYS = frozenset(("event", "stepId", "result", "_meta", "content"))
 
 
