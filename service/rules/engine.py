@@ -158,8 +158,19 @@ def decide(class_id: str, reason: str, rule: ClassRule | None,
 
 
 def decisions_for(rules: tuple[ClassRule, ...], classes: dict[str, ClassSpec]) -> dict[str | None, tuple[bool, RecoverySpec]]:
-    decisions = {rule.id: decide(rule.class_, rule.reason, rule, classes) for rule in rules}
-    return {**decisions, None: decide(UNKNOWN_CLASS, UNKNOWN_REASON, None, classes)}
+    """Rules that override neither retryable nor recovery share their class and reason's decision."""
+    shared: dict[tuple[str, str], tuple[bool, RecoverySpec]] = {}
+    decisions: dict[str | None, tuple[bool, RecoverySpec]] = {}
+    for rule in rules:
+        if rule.retryable is None and rule.recovery is None:
+            key = (rule.class_, rule.reason)
+            if key not in shared:
+                shared[key] = decide(rule.class_, rule.reason, None, classes)
+            decisions[rule.id] = shared[key]
+        else:
+            decisions[rule.id] = decide(rule.class_, rule.reason, rule, classes)
+    decisions[None] = decide(UNKNOWN_CLASS, UNKNOWN_REASON, None, classes)
+    return decisions
 
 
 def classify(error: NormalizedError, ruleset: Ruleset, explain: bool = False) -> Verdict:
