@@ -171,9 +171,16 @@ def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Pat
         lines.append(f"  - {{id: p{i}, class: demo, reason: a, match: {{message: {{regex: ['alpha{i}x? beta']}}}}}}")
     lines.append("  - {id: atom, class: demo, reason: b, match: {message: {regex: ['(?P<who>\\w+) bravo7 charlie']}}}")
     lines.append("  - {id: loose, class: demo, reason: c, match: {message: {regex: ['^z+$']}}}")
+    lines.append("  - {id: both, class: demo, reason: a, match: {message: {regex: ['delta9[-_ ]?(?:error|failure) now']}}}")
     ruleset = build(tmp_path, big="\n".join(lines))
     index = ruleset.matcher._fields["message"]
     assert len(index.unfiltered) == 1  # past PREFILTER_FROM regexes, only '^z+$' has no literal to wait for
+    both = next(i for i, (pattern, _) in enumerate(index.regexes) if pattern.startswith("delta9"))
+    assert len(index.also_required[both]) == 1  # 'delta9' triggers it; it also needs 'error' or 'failure'
+    assert verdict(ruleset, message="DELTA9-failure now").rule.id == "both"
+    assert verdict(ruleset, message="delta9 error now").rule.id == "both"
+    assert verdict(ruleset, message="delta9 but no fault now").rule is None
+    assert verdict(ruleset, message="error now, then delta9").rule is None  # every atom there, the regex is not
     assert verdict(ruleset, message="xx ALPHA1499 beta yy").rule.id == "p1499"
     assert verdict(ruleset, message="alpha1499-beta").rule is None  # the literal is there, the regex is not
     hit = verdict(ruleset, message="said delta bravo7 charlie")

@@ -1,0 +1,43 @@
+"""The literal set against the obvious definition: `literal in text`, for any bytes."""
+
+from __future__ import annotations
+
+import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.rules.literals import LiteralSet
+
+ALPHABET = b"ab \x00\xc3\xa9"  # few symbols, so literals overlap and repeat; NUL and UTF-8 bytes too
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    literals=st.lists(st.binary(min_size=1, max_size=4).map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)),
+                      min_size=1, max_size=12, unique=True),
+    text=st.binary(max_size=40).map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)),
+)
+def test_indexes_are_exactly_the_literals_the_text_contains(literals: list[bytes], text: bytes) -> None:
+    found = LiteralSet(literals).indexes(text)
+    assert sorted(found) == [i for i, literal in enumerate(literals) if literal in text]  # each once
+
+
+def test_threads_scanning_one_set_each_get_their_own_scratch_space() -> None:
+    """Hyperscan refuses a scratch space already in use; the match callback lets threads interleave."""
+    literals = LiteralSet([b"aa", b"bb"])
+    failures: list[BaseException] = []
+
+    def scan() -> None:
+        try:
+            for _ in range(300):
+                assert sorted(literals.indexes(b"aa bb " * 50)) == [0, 1]
+        except BaseException as exc:  # reported below, in the test's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=scan) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
