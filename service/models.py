@@ -135,6 +135,8 @@ class Recovery(BaseModel):
 
 
 class NotificationOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)  # shared: the notifier builds each distinct outcome once
+
     status: NotificationStatus = NotificationStatus.none
     route: str | None = None
     channels: list[str] = Field(default_factory=list)

@@ -7,7 +7,7 @@ never changed afterwards: a reload builds a new one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +48,14 @@ class NotifyConfig:
     templates: dict[str, TemplateSet]
     silences: tuple[SilenceSpec, ...]
     provider_names: dict[str, str]
+    routes_by_class: dict[str, tuple[RouteSpec, ...]] = field(init=False)  # each class's routes, in file order
+
+    def __post_init__(self) -> None:
+        by_class: dict[str, list[RouteSpec]] = {}
+        for route in self.routes:
+            for class_id in route.match.class_:
+                by_class.setdefault(class_id, []).append(route)
+        object.__setattr__(self, "routes_by_class", {class_id: tuple(routes) for class_id, routes in by_class.items()})
 
     def counts(self) -> dict[str, int]:
         return {"routes": len(self.routes), "channels": len(self.channels), "templates": len(self.templates),
@@ -62,7 +70,8 @@ class NotifyConfig:
     def route_for(self, classification: Classified, report: Any) -> RouteSpec | None:
         """The first route (file order) whose match holds; `report` is anything with a `.source`."""
         source = getattr(report, "source", None)
-        return next((r for r in self.routes if route_matches(r.match, classification, source)), None)
+        candidates = self.routes_by_class.get(classification.class_, ())
+        return next((r for r in candidates if route_matches(r.match, classification, source)), None)
 
     def silence_for(self, classification: Classified, source: str | None, now: float) -> SilenceSpec | None:
         """The first silence that matches and has not expired at `now` (epoch seconds, the notifier's clock)."""

@@ -37,7 +37,7 @@ from service.notify.probe import ProbeResult, probe_message, probe_recipients
 from service.notify.retry import Backoff, Retrier
 from service.notify.schema import ChannelSpec, EmailChannelSpec, RouteSpec, checked_address
 from service.notify.throttle import Throttle
-from service.notify.variables import group_values
+from service.notify.variables import group_of
 from service.redact import redact
 from service.settings import Settings
 
@@ -69,8 +69,14 @@ def recipients_for(spec: ChannelSpec, user_email: str | None,
     return (address,) if address is not None else None
 
 
-def throttle_key(route: RouteSpec, channel_id: str, group: dict[str, str | None]) -> Hashable:
-    return route.id, channel_id, tuple(group[key] for key in route.group_by)
+def throttle_key(route: RouteSpec, channel_id: str, group: tuple[str | None, ...]) -> Hashable:
+    return route.id, channel_id, group
+
+
+@functools.lru_cache(maxsize=1024)
+def _outcome(status: NotificationStatus, route: str, channels: tuple[str, ...]) -> NotificationOutcome:
+    """Outcomes repeat (a route's ids come from the rule tables) and are frozen: built once each."""
+    return NotificationOutcome(status=status, route=route, channels=list(channels))
 
 
 def _email_of(error: NormalizedError) -> str | None:
@@ -112,15 +118,15 @@ class Notifier:
         if config.silence_for(classification, error.source, now) is not None:
             for channel_id in route.channels:
                 self._count(channel_id, classification.class_, "silenced")
-            return NotificationOutcome(status=NotificationStatus.silenced, route=route.id, channels=route.channels)
-        group = group_values(classification, error)
+            return _outcome(NotificationStatus.silenced, route.id, tuple(route.channels))
+        group = group_of(route.group_by, classification, error)
         statuses = [(cid, self._channel_stages(config, route, config.channels[cid], classification, error, group, now))
                     for cid in route.channels]
         first = min((status for _, status in statuses), key=_RANK.__getitem__)
-        return NotificationOutcome(status=first, route=route.id, channels=[cid for cid, s in statuses if s is first])
+        return _outcome(first, route.id, tuple(cid for cid, status in statuses if status is first))
 
     def _channel_stages(self, config: NotifyConfig, route: RouteSpec, spec: ChannelSpec,
-                        classification: Classification, error: NormalizedError, group: dict[str, str | None],
+                        classification: Classification, error: NormalizedError, group: tuple[str | None, ...],
                         now: float) -> NotificationStatus:
         recipients = recipients_for(spec, _email_of(error), self._valid_address)
         if recipients is None:

@@ -7,6 +7,7 @@ what lets every template be test-rendered when the rules load, not at send time.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from service.models import Classification
@@ -45,13 +46,26 @@ def template_variables(classification: Classification, error: NormalizedError, r
     }
 
 
-def group_values(classification: Classification, error: NormalizedError) -> dict[str, str | None]:
-    """The values a route's group_by may name. Cheap (nothing rendered or redacted): the request path
-    computes them for every routed report, only as a throttle key."""
-    context = error.context
-    return {"class": classification.class_, "reason": classification.reason, "provider": classification.provider,
-            "user": _text(context.get("user_email")) or _text(context.get("user_id")), "source": error.source,
-            "tool": error.tool, "work_id": _text(context.get("work_id"))}
+def _user(classification: Classification, error: NormalizedError) -> str | None:
+    return _text(error.context.get("user_email")) or _text(error.context.get("user_id"))
+
+
+# The values a route's group_by may name (schema.GROUP_KEYS). Cheap: nothing rendered or redacted,
+# since the request path computes the ones a route names for every routed report, as a throttle key.
+_GROUP_VALUES: dict[str, Callable[[Classification, NormalizedError], str | None]] = {
+    "class": lambda classification, error: classification.class_,
+    "reason": lambda classification, error: classification.reason,
+    "provider": lambda classification, error: classification.provider,
+    "user": _user,
+    "source": lambda classification, error: error.source,
+    "tool": lambda classification, error: error.tool,
+    "work_id": lambda classification, error: _text(error.context.get("work_id")),
+}
+
+
+def group_of(keys: Sequence[str], classification: Classification, error: NormalizedError) -> tuple[str | None, ...]:
+    """The values of `keys` (a route's group_by) for one report: what makes repeats one group."""
+    return tuple(_GROUP_VALUES[key](classification, error) for key in keys)
 
 
 def _text(value: Any) -> str | None:
