@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.deps import Services
-from service.api.middleware import HttpMetricsMiddleware, RequestIdMiddleware
+from service.api.middleware import RequestMiddleware
 from service.api.notify_routes import router as notify_router
 from service.api.problems import install_handlers
 from service.api.routes import router
@@ -136,6 +136,6 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     install_handlers(app)
     app.include_router(router)
     app.include_router(notify_router)
-    app.front = RequestIdMiddleware(HttpMetricsMiddleware(TriageLane(app.serve_fastapi, services), registry=registry))
+    app.front = RequestMiddleware(TriageLane(app.serve_fastapi, services), registry=registry)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -20,33 +20,14 @@ def new_id() -> str:
     return os.urandom(16).hex()
 
 
-class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+class RequestMiddleware:
+    """Request ids (taken from `x-request-id` or made, always returned) and HTTP request metrics,
+    in one layer: each layer costs a coroutine and a send wrapper per request.
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
-        rid = given if given is not None and _VALID_ID.match(given) else new_id().encode()
-        token = request_id.set(rid.decode())
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid)]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            request_id.reset(token)
-
-
-class HttpMetricsMiddleware:
-    """Requests and latency per route template (the route FastAPI already matched, so label values
-    are bounded by the routes; unmatched paths count as one `unmatched`). A prometheus-fastapi-
-    instrumentator replacement: it matched every route a second time, ~30% of a /healthz call."""
+    Metrics are per route template (the route FastAPI or the triage lane already matched, so
+    label values are bounded by the routes; unmatched paths count as one `unmatched`). A
+    prometheus-fastapi-instrumentator replacement: it matched every route a second time, ~30%
+    of a /healthz call."""
 
     def __init__(self, app: ASGIApp, registry: CollectorRegistry | None, skip: tuple[str, ...] = ("/metrics",)) -> None:
         self.app = app
@@ -60,26 +41,34 @@ class HttpMetricsMiddleware:
         self.latency_of = Children(self.latency)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.skip:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
+        rid = given if given is not None and _VALID_ID.match(given) else new_id().encode()
+        token = request_id.set(rid.decode())
         started = time.perf_counter()
         status = 500
 
-        async def send_with_status(message: Message) -> None:
+        async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid)]
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_status)
+            await self.app(scope, receive, send_with_id)
         finally:
-            route = scope.get("route")
-            handler = getattr(route, "path", None) or "unmatched"
-            method = scope["method"] if scope["method"] in _METHODS else "other"
-            self.request_count(method, handler, str(status)).inc()
-            self.latency_of(method, handler).observe(time.perf_counter() - started)
+            request_id.reset(token)
+            if scope["path"] not in self.skip:
+                self._count(scope, status, time.perf_counter() - started)
+
+    def _count(self, scope: Scope, status: int, elapsed: float) -> None:
+        handler = getattr(scope.get("route"), "path", None) or "unmatched"
+        method = scope["method"] if scope["method"] in _METHODS else "other"
+        self.request_count(method, handler, str(status)).inc()
+        self.latency_of(method, handler).observe(elapsed)
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
