@@ -410,6 +410,7 @@ def _absorb_headers(headers: dict[str, Any], found: NormalizedError) -> None:
 
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}  # no unit: seconds
+_MAX_WAIT_MS = 86_400_000  # a longer "wait" is not a backoff
 
 
 def _duration_ms(value: Any) -> int | None:
@@ -422,7 +423,7 @@ def _duration_ms(value: Any) -> int | None:
     if not match:
         return None
     millis = float(match.group(1)) * _UNIT_MS[match.group(2)]
-    return int(millis) if 0 <= millis <= 86_400_000 else None
+    return int(millis) if 0 <= millis <= _MAX_WAIT_MS else None
 
 
 def _add_hosts(found: NormalizedError, text: Any) -> None:
@@ -430,9 +431,19 @@ def _add_hosts(found: NormalizedError, text: Any) -> None:
         _add_hosts_in(found, text.encode())
 
 
+def _group(match: Any, data: bytes, *groups: int) -> bytes:
+    """The first of `groups` that took part in the match, sliced by its span: the binding's
+    group() costs ~3 µs a call, span() ~0.5 µs."""
+    for group in groups:
+        start, end = match.span(group)
+        if start >= 0:
+            return data[start:end]
+    return b""
+
+
 def _add_hosts_in(found: NormalizedError, data: bytes) -> None:
     for match in _HOST_IN_TEXT.finditer(data, 0, 4096):
-        host = (match.group(1) or match.group(2) or match.group(3) or b"").decode().lower().strip(".")
+        host = _group(match, data, 1, 2, 3).decode().lower().strip(".")
         if host and host not in found.hosts and len(found.hosts) < 16:
             found.hosts.append(host)
 
@@ -473,9 +484,9 @@ def _absorb_message(found: NormalizedError) -> None:
     if found.retry_after_ms is None and any(word in lowered for word in _RETRY_WORDS):
         match = _RETRY_IN_TEXT.search(data)
         if match:
-            unit = match.group(2).decode().lower()
-            unit = "ms" if unit.startswith(("ms", "milli")) else unit[0]
-            found.retry_after_ms = _duration_ms(f"{match.group(1).decode()}{unit}")
+            unit = _group(match, data, 2).lower()
+            millis = float(_group(match, data, 1)) * _UNIT_MS["ms" if unit.startswith((b"ms", b"milli")) else chr(unit[0])]
+            found.retry_after_ms = int(millis) if 0 <= millis <= _MAX_WAIT_MS else None
 
 
 _JSON = json.JSONDecoder()
