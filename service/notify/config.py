@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from service.errors import RulesInvalid
 from service.notify.crosscheck import collect
 from service.notify.render import TemplateSet, load_templates
-from service.notify.schema import ChannelSpec, RouteMatch, RouteSpec, SilenceMatch, SilenceSpec
+from service.notify.schema import ChannelSpec, RouteSpec, SilenceMatch, SilenceSpec
 from service.rules.schema import ClassSpec, ProviderSpec
 
 
@@ -29,11 +29,6 @@ class Classified(Protocol):
 
 def _has(allowed: list[str] | None, value: str | None) -> bool:
     return allowed is None or (value is not None and value.lower() in allowed)
-
-
-def route_matches(match: RouteMatch, classification: Classified, source: str | None) -> bool:
-    return (classification.class_ in match.class_ and _has(match.reason, classification.reason)
-            and _has(match.provider, classification.provider) and _has(match.source, source))
 
 
 def silence_matches(match: SilenceMatch, classification: Classified, source: str | None) -> bool:
@@ -70,8 +65,12 @@ class NotifyConfig:
     def route_for(self, classification: Classified, report: Any) -> RouteSpec | None:
         """The first route (file order) whose match holds; `report` is anything with a `.source`."""
         source = getattr(report, "source", None)
-        candidates = self.routes_by_class.get(classification.class_, ())
-        return next((r for r in candidates if route_matches(r.match, classification, source)), None)
+        for route in self.routes_by_class.get(classification.class_, ()):  # the class already holds
+            match = route.match
+            if _has(match.reason, classification.reason) and _has(match.provider, classification.provider) \
+                    and _has(match.source, source):
+                return route
+        return None
 
     def silence_for(self, classification: Classified, source: str | None, now: float) -> SilenceSpec | None:
         """The first silence that matches and has not expired at `now` (epoch seconds, the notifier's clock)."""

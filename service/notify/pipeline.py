@@ -73,6 +73,9 @@ def throttle_key(route: RouteSpec, channel_id: str, group: tuple[str | None, ...
     return route.id, channel_id, group
 
 
+_NOTHING = NotificationOutcome(status=NotificationStatus.none)
+
+
 @functools.lru_cache(maxsize=1024)
 def _outcome(status: NotificationStatus, route: str, channels: tuple[str, ...]) -> NotificationOutcome:
     """Outcomes repeat (a route's ids come from the rule tables) and are frozen: built once each."""
@@ -113,13 +116,17 @@ class Notifier:
         config: NotifyConfig | None = ruleset.notify
         route = config.route_for(classification, error) if config is not None else None
         if config is None or route is None:
-            return NotificationOutcome(status=NotificationStatus.none)
+            return _NOTHING
         now = self._clock()
         if config.silence_for(classification, error.source, now) is not None:
             for channel_id in route.channels:
                 self._count(channel_id, classification.class_, "silenced")
             return _outcome(NotificationStatus.silenced, route.id, tuple(route.channels))
         group = group_of(route.group_by, classification, error)
+        if len(route.channels) == 1:  # the usual route: nothing to rank
+            channel_id = route.channels[0]
+            status = self._channel_stages(config, route, config.channels[channel_id], classification, error, group, now)
+            return _outcome(status, route.id, (channel_id,))
         statuses = [(cid, self._channel_stages(config, route, config.channels[cid], classification, error, group, now))
                     for cid in route.channels]
         first = min((status for _, status in statuses), key=_RANK.__getitem__)
