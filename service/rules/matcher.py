@@ -3,8 +3,8 @@
 Per text field: one literal set (service/rules/literals.py, Hyperscan, over UTF-8) for every
 literal (`contains`), one dict for `equals`, and one RE2 set for the regexes (linear time,
 whatever an operator writes). On a field with thousands of regexes, each regex instead waits
-for one of its required literals (service/rules/prefilter.py), found by the same literal set;
-only regexes without usable literals stay in the set.
+for its required literals (service/rules/prefilter.py), found by the same literal set; only
+regexes without usable literals stay in the set.
 A scan yields the satisfied conditions; only the entries one of those triggers are checked,
 in evaluation order. The cost per message grows with what matches, not with the rule count:
 an RE2 set of thousands of regexes rebuilds its DFA on every fresh text (~170 µs a message
@@ -93,10 +93,11 @@ class _FieldIndex:
         for pattern in condition.regex:
             self.regexes.append((pattern, [spec]))
 
-    def literal_words(self) -> dict[str, tuple[list[int], list[int]]]:
-        """Each literal and regex atom -> (the specs it satisfies, the regexes it triggers).
+    def index_words(self) -> list[str]:
+        """Index every literal and regex atom (`targets`, `also_required`, `unfiltered`) and return
+        the words, in target order, for the literal set.
 
-        A regex is triggered by an atom of its strongest required set; it runs when the text
+        A regex is triggered by an atom of its most selective required set; it runs when the text
         also holds an atom of each of its other sets (`also_required`, by word index)."""
         words: dict[str, tuple[list[int], list[int]]] = {w: (specs, []) for w, specs in self.literals.items()}
         others: dict[int, tuple[frozenset[str], ...]] = {}
@@ -117,7 +118,7 @@ class _FieldIndex:
         self.also_required = {index: [frozenset(position[w] for w in atom_set) for atom_set in rest]
                               for index, rest in others.items()}
         self.targets = list(words.values())
-        return words
+        return list(words)
 
     def compile_regexes(self, entry_of: dict[int, tuple[int, int]], field_name: str) -> None:
         """Raises PatternError for a regex RE2 refuses."""
@@ -254,7 +255,7 @@ class SetMatcher:
         with ThreadPoolExecutor(max_workers=1) as compiler:
             literal_sets = {}
             for name, index in self._fields.items():
-                words = index.literal_words()
+                words = index.index_words()
                 if words:
                     literal_sets[name] = compiler.submit(LiteralSet, [word.encode() for word in words])
             for name, index in self._fields.items():
