@@ -422,7 +422,12 @@ def _duration_ms(value: Any) -> int | None:
     match = _DURATION.match(value)
     if not match:
         return None
-    millis = float(match.group(1)) * _UNIT_MS[match.group(2)]
+    return _millis(float(match.group(1)), match.group(2))
+
+
+def _millis(number: float, unit: str | None) -> int | None:
+    """`number` of `unit` (ms, s, m, h; None: seconds) in milliseconds; None past a day."""
+    millis = number * _UNIT_MS[unit]
     return int(millis) if 0 <= millis <= _MAX_WAIT_MS else None
 
 
@@ -471,9 +476,8 @@ def _absorb_message(found: NormalizedError) -> None:
     data = message.encode()  # RE2 on bytes: no re-encoding and no offset mapping per call
     if found.status is None:
         match = _STATUS_IN_MESSAGE.search(data, 0, 2048)
-        if match:  # one of the five groups took part: its span (cheaper than the binding's group())
-            start, end = next(span for span in map(match.span, range(1, 6)) if span[0] >= 0)
-            found.status = int(data[start:end])
+        if match:  # one of the five groups took part
+            found.status = int(_group(match, data, *range(1, 6)))
     _add_hosts_in(found, data)
     lowered = message.lower()  # cheap substring gates keep the regexes off most messages
     if "available_tools" not in found.context and "available tools" in lowered:
@@ -485,8 +489,8 @@ def _absorb_message(found: NormalizedError) -> None:
         match = _RETRY_IN_TEXT.search(data)
         if match:
             unit = _group(match, data, 2).lower()
-            millis = float(_group(match, data, 1)) * _UNIT_MS["ms" if unit.startswith((b"ms", b"milli")) else chr(unit[0])]
-            found.retry_after_ms = int(millis) if 0 <= millis <= _MAX_WAIT_MS else None
+            found.retry_after_ms = _millis(float(_group(match, data, 1)),
+                                           "ms" if unit.startswith((b"ms", b"milli")) else chr(unit[0]))
 
 
 _JSON = json.JSONDecoder()

@@ -85,11 +85,12 @@ def _report(services: Services, ruleset: Ruleset, report: ErrorReport) -> Classi
     return classification
 
 
+_DISABLED = NotificationOutcome(status=NotificationStatus.disabled)  # frozen: one for every report
+
+
 def _notify(services: Services, ruleset: Ruleset, classification: Classification, error: Any) -> NotificationOutcome:
-    if not services.settings.notify_enabled:
-        return NotificationOutcome(status=NotificationStatus.disabled)
-    if services.notifier is None or ruleset.notify is None:
-        return NotificationOutcome(status=NotificationStatus.none)
+    if services.notifier is None:  # create_app makes none when notify_enabled is off
+        return _DISABLED
     return services.notifier.dispatch(classification, error, ruleset)  # type: ignore[no-any-return]
 
 

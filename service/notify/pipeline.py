@@ -123,10 +123,6 @@ class Notifier:
                 self._count(channel_id, classification.class_, "silenced")
             return _outcome(NotificationStatus.silenced, route.id, tuple(route.channels))
         group = group_of(route.group_by, classification, error)
-        if len(route.channels) == 1:  # the usual route: nothing to rank
-            channel_id = route.channels[0]
-            status = self._channel_stages(config, route, config.channels[channel_id], classification, error, group, now)
-            return _outcome(status, route.id, (channel_id,))
         statuses = [(cid, self._channel_stages(config, route, config.channels[cid], classification, error, group, now))
                     for cid in route.channels]
         first = min((status for _, status in statuses), key=_RANK.__getitem__)
