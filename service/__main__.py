@@ -83,7 +83,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     except (orjson.JSONDecodeError, ValueError) as exc:
         return _fail(f"errtriage: not a valid report: {exc}", 2)
     classification, _, _ = triage(report, ruleset, uuid.uuid4().hex, explain=args.explain)
-    print(classification.model_dump_json(indent=2, exclude={"notification"} | ({"explain"} if not args.explain else set())))
+    print(classification.model_dump_json(indent=2))
     return 0
 
 

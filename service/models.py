@@ -142,6 +142,10 @@ class NotificationOutcome(BaseModel):
     channels: list[str] = Field(default_factory=list)
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class Classification(BaseModel):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
@@ -155,8 +159,9 @@ class Classification(BaseModel):
     recovery: Recovery
     details: dict[str, Any] = Field(default_factory=dict)
     rules_version: str
-    explain: dict[str, Any] | None = Field(None, description="Only with ?explain=true.")
-    notification: NotificationOutcome | None = Field(None, description="Only on /v1/errors.")
+    # Present only where they apply, never as nulls.
+    explain: dict[str, Any] | None = Field(None, description="Only with ?explain=true.", exclude_if=_is_none)
+    notification: NotificationOutcome | None = Field(None, description="Only on /v1/errors.", exclude_if=_is_none)
 
 
 class BatchResponse(BaseModel):

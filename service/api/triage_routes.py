@@ -41,21 +41,13 @@ from service.triage import triage
 log = logging.getLogger("errtriage.triage")
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_EXCLUDE_UNSET = ("explain", "notification")
 _BOOL = TypeAdapter(bool)
 
 Handler = Callable[[Services, bytes, Scope], Classification | BatchResponse]
 
 
 def _body_bytes(model: Classification | BatchResponse) -> bytes:
-    return model.model_dump_json(exclude=_exclusions(model)).encode()
-
-
-def _exclusions(model: Classification | BatchResponse) -> Any:
-    """`explain` and `notification` appear only where they apply (not as nulls)."""
-    if isinstance(model, Classification):
-        return {name for name in _EXCLUDE_UNSET if getattr(model, name) is None}
-    return {"results": {i: _exclusions(r) for i, r in enumerate(model.results)}}
+    return model.__pydantic_serializer__.to_json(model)
 
 
 def _provider_label(classification: Classification, ruleset: Ruleset) -> str:
