@@ -11,7 +11,9 @@ import orjson
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
+# Record attributes that are not a line's own fields (uvicorn adds `color_message`, the message with ANSI colours).
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName",
+                                                                         "color_message"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,9 +42,12 @@ class TextFormatter(logging.Formatter):
 
 
 def configure(log_format: str, level: str) -> None:
+    """Our loggers and uvicorn's (started with `log_config=None`) write through one handler, so
+    every line of the server's output has the same format."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
-    root = logging.getLogger("errtriage")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    for name in ("errtriage", "uvicorn"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level.upper())
+        logger.propagate = False

@@ -106,7 +106,9 @@ def test_json_logs_one_line_per_report_with_request_id_and_no_secret(spawn: Call
                           json={"message": f"Incorrect API key provided: {secret}", "provider": "openai"})
     assert response.headers["x-request-id"] == "req-42"
     assert proc.stop() == 0
-    lines = [json.loads(line) for line in proc.log.read_text().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in proc.log.read_text().splitlines() if line.strip()]  # every line
+    assert any(line["logger"].startswith("uvicorn") for line in lines)  # uvicorn's own lines too, uncoloured
+    assert "\x1b[" not in proc.log.read_text()
     classified = [line for line in lines if line.get("msg") == "classified"]
     assert len(classified) == 1
     entry = classified[0]

@@ -21,6 +21,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from service.logs import configure
 from service.settings import Settings, load_settings
 
 
@@ -56,7 +57,6 @@ except ImportError:  # httptools is optional (the `speed` extra)
 def build_app() -> Any:
     """uvicorn factory for worker processes: settings from the environment."""
     from service.api.app import create_app
-    from service.logs import configure
 
     settings = load_settings()
     configure(settings.log_format, settings.log_level)
@@ -79,6 +79,7 @@ def serve(settings: Settings) -> int:
     # handler a clean exit, so a graceful SIGTERM/SIGINT stop exits 0 (and cleans up below).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_cleanly)
+    configure(settings.log_format, settings.log_level)  # the supervisor's lines, with several workers
     try:
         uvicorn.run(
             "service.api.server:build_app",
@@ -88,6 +89,7 @@ def serve(settings: Settings) -> int:
             workers=settings.workers,
             http=HTTP_PROTOCOL,
             log_level=settings.log_level,
+            log_config=None,  # uvicorn's own lines go through our handler (configure below and in build_app)
             access_log=False,
             timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) or None,
         )
