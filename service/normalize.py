@@ -91,6 +91,7 @@ class NormalizedError:
     attempt: int | None = None
     context: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # secondary text (stderr, errorDescription) appended to message
+    upstream: str | None = None  # where a gateway sent the call (OpenRouter `metadata.provider_name`)
 
 
 def normalize(report: ErrorReport) -> NormalizedError:
@@ -280,8 +281,8 @@ def _absorb_fields(obj: dict[str, Any], present: set[str], found: NormalizedErro
             value = obj.get(key)
             for part in value[:50] if isinstance(value, list) else [value]:
                 _add_hosts(found, part)
-    if "provider_name" in present and isinstance(obj["provider_name"], str):
-        _add(found.codes, f"provider:{obj['provider_name'].lower()}")
+    if "provider_name" in present and found.upstream is None and isinstance(obj["provider_name"], str):
+        found.upstream = obj["provider_name"].strip().lower()[:100] or None
     headers = obj.get("headers") or obj.get("responseHeaders")
     if isinstance(headers, dict):
         _absorb_headers(headers, found)

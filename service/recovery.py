@@ -70,6 +70,8 @@ def details_of(verdict: Verdict, error: NormalizedError) -> dict[str, Any]:
         details["tool"] = error.tool
     if error.retry_after_ms is not None:
         details["retry_after_ms"] = error.retry_after_ms
+    if error.upstream is not None:
+        details["upstream_provider"] = redact(error.upstream)
     if error.pipeline is not None:
         details["pipeline"] = _pipeline(error)
     return details

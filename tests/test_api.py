@@ -53,6 +53,14 @@ def test_classify_has_no_side_effects_but_errors_counts(api: httpx.Client) -> No
     assert errors_total(api, "ai_credits", "quota_exceeded", "openai") == max(before, 0) + 1
 
 
+def test_a_gateway_body_names_the_upstream_provider_in_details(api: httpx.Client) -> None:
+    """OpenRouter's error metadata says which provider it routed to: ours is the gateway, theirs is upstream."""
+    body = api.post("/v1/classify", json={"context": {"base_url": "https://openrouter.ai/api/v1"}, "raw": {"error": {
+        "code": 402, "message": "Insufficient credits", "metadata": {"provider_name": "Anthropic"}}}}).json()
+    assert (body["class"], body["provider"]) == ("ai_credits", "openrouter")
+    assert body["details"]["upstream_provider"] == "anthropic"
+
+
 def test_explain_shows_rules_tried_and_provider_source(api: httpx.Client) -> None:
     body = api.post("/v1/classify", params={"explain": "true"}, json=QUOTA).json()
     explain = body["explain"]

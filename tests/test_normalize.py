@@ -52,7 +52,8 @@ def test_openrouter_body() -> None:
     # https://openrouter.ai/docs/api-reference/errors
     n = norm(raw={"error": {"code": 402, "message": "Insufficient credits",
                             "metadata": {"provider_name": "Anthropic"}}})
-    assert n.status == 402 and n.message == "Insufficient credits" and "provider:anthropic" in n.codes
+    assert n.status == 402 and n.message == "Insufficient credits" and n.upstream == "anthropic"
+    assert not any("anthropic" in code for code in n.codes)
 
 
 def test_ollama_body() -> None:
