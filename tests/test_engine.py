@@ -9,7 +9,7 @@ import pytest
 
 from service.models import ErrorReport
 from service.normalize import normalize
-from service.rules.engine import Ruleset, classify
+from service.rules.engine import DECIDED_SIZE, Ruleset, classify
 from service.rules.loader import load_ruleset
 from service.rules.matcher import MEMO_SIZE
 
@@ -201,3 +201,21 @@ def test_the_scan_memo_is_bounded_and_never_changes_an_answer(tmp_path: Path) ->
     assert [(v.rule.id if v.rule else None) for v in (verdict(ruleset, message=m) for m in ("boom", "code 404", "x"))] \
         == answers
     assert all(len(index.memo) <= MEMO_SIZE for index in ruleset.matcher._fields.values())
+
+
+def test_the_decision_memo_keeps_hints_and_captures_apart_and_is_bounded(tmp_path: Path) -> None:
+    """Provider and rule are remembered per (satisfied conditions, hint); captures are read per message."""
+    ruleset = build(tmp_path, r1="""
+        rules:
+          - {id: who, class: demo, reason: a, match: {message: {regex: ['(?P<who>[a-z]+) failed']}}}
+          - {id: acme-quota, class: demo, reason: b, match: {provider: {equals: [acme]}, message: {contains: [quota]}}}
+    """)
+    first, second = verdict(ruleset, message="alpha failed"), verdict(ruleset, message="bravo failed")
+    assert (first.rule.id, second.rule.id) == ("who", "who")  # the second answer is the remembered one
+    assert (first.captures, second.captures) == ({"who": "alpha"}, {"who": "bravo"})
+    assert verdict(ruleset, message="quota", provider="acme").rule.id == "acme-quota"
+    assert verdict(ruleset, message="quota").rule is None  # the same scan without the hint: its own decision
+    for i in range(DECIDED_SIZE + 10):  # distinct hints: the memo fills, clears, refills
+        assert verdict(ruleset, message="quota", provider=f"other{i}").rule is None
+    assert len(ruleset.decided) <= DECIDED_SIZE
+    assert verdict(ruleset, message="quota", provider="AcmeAI").rule.id == "acme-quota"

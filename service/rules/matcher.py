@@ -215,9 +215,11 @@ def _status_codes(item: StatusItem) -> range:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """The earliest entry of a table whose conditions all hold, and which of its blocks held."""
+
     entry: int
     block: int
-    captures: dict[str, str]
+    position: int  # the block's place in SetMatcher._blocks
 
 
 class SetMatcher:
@@ -301,17 +303,19 @@ class SetMatcher:
                     trace.setdefault(spec, f"status {status}")
         return found
 
-    def first(self, table: int, found: set[int], fields: Fields) -> Hit | None:
+    def first(self, table: int, found: set[int]) -> Hit | None:
         triggers = self._triggers[table]
         excludes = self._excludes[table]
         candidates = sorted({b for spec in found & self._trigger_specs[table] for b in triggers[spec]})
         for position in candidates:
             block = self._blocks[position]
             if block.specs <= found and not (excludes[block.entry] & found):
-                return Hit(block.entry, block.index, self._captures(block, fields))
+                return Hit(block.entry, block.index, position)
         return None
 
-    def _captures(self, block: _Block, fields: Fields) -> dict[str, str]:
+    def captures(self, hit: Hit, fields: Fields) -> dict[str, str]:
+        """What the named groups of the hit block's regexes captured from the fields."""
+        block = self._blocks[hit.position]
         captured: dict[str, str] = {}
         for name, spec in block.fields.items():
             index = self._fields.get(name)
