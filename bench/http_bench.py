@@ -6,7 +6,7 @@ so a noisy machine slows both alike; each line is the median of the rounds. Two 
 same report every time, and a distinct message per request (a counter in the text), which
 no cache of errtriage's can answer; each is compared with the bare endpoint fed the same way.
 
-    python bench/http_bench.py [--seconds 5] [--rounds 3] [--connections 32,128] [--workers 1]
+    python bench/http_bench.py [--seconds 5] [--rounds 5] [--connections 32,128] [--workers 1]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def wrk(url: str, connections: int, seconds: int, script: Path, prefix: list[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--connections", default="32,128")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--paths", default="/v1/classify,/v1/errors")
@@ -123,14 +123,18 @@ def main() -> None:
         for proc in procs:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"{'server':24} {'path':13} {'body':9} {'conns':>5} {'req/s':>7} {'p99 ms':>7} {'vs bare':>8}")
+    print(f"{'server':24} {'path':13} {'body':9} {'conns':>5} {'req/s':>7} {'p99 ms':>7} {'vs bare':>8} {'range':>12}")
     for (name, path, kind, conns), measured in results.items():
         rps = statistics.median(r for r, _ in measured)
         p99 = statistics.median(p for _, p in measured)
-        bare = statistics.median(r for r, _ in results[(BARE, "/v1/classify", kind, conns)])
-        print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {rps / bare:>7.2f}x")
+        # Each round's ratio to the bare run next to it, so a slow minute of the machine cancels out.
+        ratios = [r / bare for (r, _), (bare, _) in zip(measured, results[(BARE, "/v1/classify", kind, conns)])]
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {statistics.median(ratios):>7.2f}x "
+              f"{spread:>12}")
     where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if pin else "unpinned"
-    print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s; {opts.workers} uvicorn worker(s) "
+    print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s ('vs bare': the median of each round's "
+          f"ratio to the bare run beside it, 'range' its lowest and highest); {opts.workers} uvicorn worker(s) "
           f"per server, wrk -t1 on loopback, {CPUS} CPUs ({where}).")
 
 
