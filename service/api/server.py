@@ -89,7 +89,7 @@ def serve(settings: Settings) -> int:
             workers=settings.workers,
             http=HTTP_PROTOCOL,
             log_level=settings.log_level,
-            log_config=None,  # uvicorn's own lines go through our handler (configure below and in build_app)
+            log_config=None,  # uvicorn's own lines go through our handler (configure, above and in build_app)
             access_log=False,
             timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) or None,
         )
