@@ -56,7 +56,8 @@ class FileInfo:
 
 @dataclass(frozen=True)
 class Ruleset:
-    """Everything one load produced. Never mutated: a reload builds a new one."""
+    """Everything one load produced. What it answers never changes: a reload builds a new one. Its
+    only mutable part is `decided`, a bounded memo of answers it has already worked out."""
 
     version: str
     loaded_at: datetime
@@ -70,7 +71,7 @@ class Ruleset:
     aliases: dict[str, str] = field(default_factory=dict)  # lower-cased hint -> provider id
     notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
     sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
-    # A memo, the one thing that changes: (satisfied conditions, provider hint) -> provider and class hit.
+    # (satisfied conditions, provider hint) -> provider and class hit; filled and cleared by _decide.
     decided: dict[tuple[frozenset[int], str | None], tuple[ProviderVerdict, Hit | None]] = field(
         default_factory=dict, compare=False, repr=False)
 
