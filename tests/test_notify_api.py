@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
 from service.api.app import create_app
@@ -21,7 +20,7 @@ from service.metrics import Metrics
 from service.notify.pipeline import Notifier
 from service.settings import Settings
 from tests.conftest import FakeClock, SmtpServer
-from tests.servers import Process
+from tests.servers import Process, running
 
 USER = "dev@example.com"
 QUOTA = {"message": "Error code: 429 - {'error': {'message': 'You exceeded your current quota, please check your "
@@ -31,19 +30,30 @@ ADMIN = {"Authorization": "Bearer test-token"}
 
 
 class App:
-    def __init__(self, client: TestClient, registry: CollectorRegistry) -> None:
-        self.client = client
+    """The app under a real uvicorn (in a thread), an httpx client on it, and its metrics registry."""
+
+    def __init__(self, app: Any, registry: CollectorRegistry) -> None:
+        self._server = running(app)
+        self.client = httpx.Client(base_url=self._server.__enter__(), timeout=10)
         self.registry = registry
+        self._stopped = False
 
     def count(self, outcome: str, class_id: str = "ai_credits") -> float | None:
         labels = {"channel": "user-email", "class": class_id, "outcome": outcome}
         return self.registry.get_sample_value("errtriage_notifications_total", labels)
 
+    def stop(self) -> None:
+        """Shut the server down: its lifespan ends, and the notification queue drains first."""
+        if not self._stopped:
+            self._stopped = True
+            self.client.close()
+            self._server.__exit__(None, None, None)
+
 
 @pytest.fixture
 def app(notify_settings: Callable[..., Settings], fake_clock: FakeClock) -> Iterator[Callable[..., App]]:
-    """app(**settings) -> a running app (TestClient as a context manager, so the lifespan runs)."""
-    clients: list[TestClient] = []
+    """app(**settings) -> a running app; stopped at the end of the test if the test did not stop it."""
+    apps: list[App] = []
 
     def start(**settings: Any) -> App:
         registry = CollectorRegistry()
@@ -51,14 +61,12 @@ def app(notify_settings: Callable[..., Settings], fake_clock: FakeClock) -> Iter
         def notifier(s: Settings, m: Metrics) -> Notifier:
             return Notifier(s, m, clock=fake_clock, sleep=fake_clock.sleep, jitter=lambda: 0.5)
 
-        client = TestClient(create_app(notify_settings(**settings), registry=registry, notifier_factory=notifier))
-        client.__enter__()
-        clients.append(client)
-        return App(client, registry)
+        apps.append(App(create_app(notify_settings(**settings), registry=registry, notifier_factory=notifier), registry))
+        return apps[-1]
 
     yield start
-    for client in clients:
-        client.__exit__(None, None, None)
+    for started in apps:
+        started.stop()
 
 
 def smtp_at(server: SmtpServer | tuple[str, int]) -> dict[str, Any]:
@@ -86,7 +94,7 @@ def test_report_to_email_end_to_end(app: Callable[..., App], smtp_server: Callab
     assert again == {"status": "throttled", "route": "ai-credits-user", "channels": ["user-email"]}
     unrouted = a.client.post("/v1/errors", json={"message": "something odd", "context": {"user_email": USER}})
     assert unrouted.json()["notification"] == {"status": "none", "route": None, "channels": []}
-    a.client.__exit__(None, None, None)  # lifespan end: the queue drains before the app stops
+    a.stop()  # lifespan end: the queue drains before the app stops
     [message] = server.mailbox.messages
     assert (message["To"], message["Subject"]) == (USER, "AI credits depleted at OpenAI")
     assert a.count("sent") == 1 and a.count("throttled") == 1
@@ -118,7 +126,7 @@ def test_a_full_queue_drops_and_fails_readiness(app: Callable[..., App], silent_
     ready = a.client.get("/readyz")
     assert ready.status_code == 503 and ready.headers["content-type"] == "application/problem+json"
     assert "notification queue is full" in ready.json()["detail"]
-    a.client.__exit__(None, None, None)
+    a.stop()
     assert a.count("failed") == 3 - a.count("dropped")  # not delivered before shutdown: counted, and logged
     assert sum(r.getMessage() == "notification failed" for r in notify_log) == a.count("failed")
 
@@ -127,7 +135,7 @@ def test_without_smtp_the_email_is_written_to_the_log(app: Callable[..., App],
                                                       notify_log: list[logging.LogRecord]) -> None:
     a = app()
     assert a.client.post("/v1/errors", json=QUOTA).json()["notification"]["status"] == "queued"
-    a.client.__exit__(None, None, None)
+    a.stop()
     [record] = [r for r in notify_log if r.getMessage() == "notification"]
     assert (record.to, record.subject) == ([USER], "AI credits depleted at OpenAI")  # type: ignore[attr-defined]
     assert "You exceeded your current quota" in record.text and "<h2>" in record.html  # type: ignore[attr-defined]
