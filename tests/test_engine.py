@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from service.errors import RulesInvalid
 from service.models import ErrorReport
 from service.normalize import normalize
 from service.rules.engine import DECIDED_SIZE, Ruleset, classify
@@ -219,3 +220,34 @@ def test_the_decision_memo_keeps_hints_and_captures_apart_and_is_bounded(tmp_pat
         assert verdict(ruleset, message="quota", provider=f"other{i}").rule is None
     assert len(ruleset.decided) <= DECIDED_SIZE
     assert verdict(ruleset, message="quota", provider="AcmeAI").rule.id == "acme-quota"
+
+
+def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
+    """The ruleset a reload replaces lends its regexes and literal sets; the new one keeps only its own."""
+    def table(last: str) -> str:
+        lines = ["rules:"] + [f"  - {{id: q{i}, class: demo, reason: a, match: {{message: {{regex: ['qq{i}x? zz']}}}}}}"
+                              for i in range(1200)]  # past PREFILTER_FROM: atoms are parsed too
+        return "\n".join([*lines, f"  - {{id: last, class: demo, reason: b, match: {{message: {{regex: ['{last}']}}}}}}"])
+
+    def parts(ruleset: Ruleset) -> dict[object, object]:
+        return ruleset.matcher.parts.made
+
+    first = build(tmp_path, big=table("first\\d+ edit"))
+    (tmp_path / "classes" / "big.yaml").write_text(table("second\\d+ edit"))
+    edited = load_ruleset(tmp_path, previous=first)
+    assert parts(edited)[("regex", "qq7x? zz")] is parts(first)[("regex", "qq7x? zz")]
+    assert parts(edited)[("atoms", "qq7x? zz")] is parts(first)[("atoms", "qq7x? zz")]
+    assert ("regex", "second\\d+ edit") not in parts(first) and ("regex", "first\\d+ edit") not in parts(edited)
+    assert edited.matcher._fields["message"].literal_set is not first.matcher._fields["message"].literal_set
+    assert verdict(edited, message="second42 edit").rule.id == "last" and verdict(edited, message="QQ7x zz").rule.id
+    assert verdict(edited, message="first42 edit").rule is None and verdict(first, message="first42 edit").rule
+
+    (tmp_path / "classes" / "more.yaml").write_text("classes:\n  - {id: extra, reasons: {x: {}}}\n")
+    unchanged = load_ruleset(tmp_path, previous=edited)  # no match condition changed: nothing compiles
+    assert unchanged.matcher._fields["message"].literal_set is edited.matcher._fields["message"].literal_set
+    assert all(part is parts(edited)[key] for key, part in parts(unchanged).items())
+
+    (tmp_path / "classes" / "big.yaml").write_text(table("bad(\\d+ edit"))
+    with pytest.raises(RulesInvalid, match="does not compile under RE2"):
+        load_ruleset(tmp_path, previous=unchanged)
+    assert verdict(unchanged, message="second42 edit").rule.id == "last"  # the refused build took nothing from it

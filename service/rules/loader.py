@@ -221,9 +221,9 @@ def _check_vocabulary(
 
 
 def _compile(tables: list[list[Entry]], where: list[Callable[[int], tuple[str, int, str | None]]],
-             errors: list[RuleError]) -> SetMatcher | None:
+             errors: list[RuleError], previous: SetMatcher | None) -> SetMatcher | None:
     try:
-        return SetMatcher(tables)
+        return SetMatcher(tables, previous)
     except PatternError as exc:
         relative, line, rule_id = where[exc.table](exc.entry)
         errors.append(RuleError(relative, line, rule_id, str(exc)))
@@ -233,10 +233,12 @@ def _compile(tables: list[list[Entry]], where: list[Callable[[int], tuple[str, i
 NotifyBuilder = Callable[[Path, list[ParsedFile], dict[str, ClassSpec], dict[str, ProviderSpec]], Any]
 
 
-def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: datetime | None = None) -> Ruleset:
-    """Build a complete Ruleset from a rules directory. Raises RulesInvalid listing every error."""
+def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: datetime | None = None,
+                 previous: Ruleset | None = None) -> Ruleset:
+    """Build a complete Ruleset from a rules directory. Raises RulesInvalid listing every error.
+    `previous`, the ruleset a reload replaces, lends the compiled parts it did not change."""
     with _cyclic_gc_paused():
-        return _build_ruleset(root, notify_builder, now)
+        return _build_ruleset(root, notify_builder, now, previous)
 
 
 @contextlib.contextmanager
@@ -252,7 +254,8 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: datetime | None) -> Ruleset:
+def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: datetime | None,
+                   previous: Ruleset | None) -> Ruleset:
     files, version, errors = read_tables(root)
     classes, collected, providers, sources = _collect(files, errors)
     _check_vocabulary(classes, collected, errors)
@@ -264,6 +267,7 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
         [lambda i: (rules[i][1].relative, _line_of_item(rules[i][1], "rules", rules[i][2]), rules[i][0].id),
          lambda i: (sources[f"provider:{keys[i][0]}"], 0, keys[i][0])],
         errors,
+        previous.matcher if previous is not None else None,
     )
     notify = None
     if notify_builder is not None:

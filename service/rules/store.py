@@ -50,7 +50,7 @@ class RuleStore:
     def load_now(self) -> Ruleset:
         """Synchronous load and swap (startup, CLI). Raises RulesInvalid; the old rules stay."""
         try:
-            ruleset = load_ruleset(self.root, self._notify_builder)
+            ruleset = load_ruleset(self.root, self._notify_builder, previous=self._current)
         except RulesInvalid as exc:
             self.last_errors = exc.errors
             self._metrics.reload_failed()
