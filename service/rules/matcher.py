@@ -65,13 +65,15 @@ class Parts:
     def known(self, key: Hashable) -> bool:
         return key in self.made or key in self._previous
 
-    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The part under `key`: made by this build, else the previous one's, else `build()`."""
+    def get(self, key: Hashable, build: Callable[[], Any] | None) -> Any:
+        """The part under `key`: made by this build, else the previous one's, else `build()`
+        (None will do for a key `known()` finds)."""
         if key not in self.made:
-            self.made[key] = self._previous[key] if key in self._previous else build()
+            self.made[key] = self._previous[key] if key in self._previous else build()  # type: ignore[misc]
         return self.made[key]
 
     def done(self) -> None:
+        """Let go of the previous build's parts: the ones this build took are in `made`."""
         self._previous = {}
 
 
@@ -289,13 +291,13 @@ class SetMatcher:
         with ThreadPoolExecutor(max_workers=1) as compiler:
             words = {name: ("literals", tuple(word.encode() for word in index.index_words(self.parts)))
                      for name, index in self._fields.items()}
-            building = {name: compiler.submit(LiteralSet, list(key[1])) for name, key in words.items()
-                        if key[1] and not self.parts.known(key)}
+            building = {key: compiler.submit(LiteralSet, list(key[1])).result
+                        for key in set(words.values()) if key[1] and not self.parts.known(key)}
             for name, index in self._fields.items():
                 index.compile_regexes(entry_of, name, self.parts)
             for name, key in words.items():
-                if key[1]:  # built above unless known(): get() calls the lambda at once, if at all
-                    self._fields[name].literal_set = self.parts.get(key, lambda: building[name].result())  # noqa: B023
+                if key[1]:
+                    self._fields[name].literal_set = self.parts.get(key, building.get(key))
 
     def _add_block(self, block: MatchBlock, where: tuple[int, int],
                    entry_of: dict[int, tuple[int, int]]) -> dict[str, int]:
