@@ -230,7 +230,7 @@ def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
         return "\n".join([*lines, f"  - {{id: last, class: demo, reason: b, match: {{message: {{regex: ['{last}']}}}}}}"])
 
     def parts(ruleset: Ruleset) -> dict[object, object]:
-        return ruleset.matcher.parts.made
+        return ruleset.matcher.parts
 
     first = build(tmp_path, big=table("first\\d+ edit"))
     (tmp_path / "classes" / "big.yaml").write_text(table("second\\d+ edit"))
