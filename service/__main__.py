@@ -19,10 +19,13 @@ from service.rules.loader import load_ruleset
 from service.settings import DEFAULT_RULES_DIR, load_settings
 
 
-def _load(root: Path) -> Ruleset:
+def _load(root: Path, fallback: bool = False) -> Ruleset:
+    """The rules of `root`; with `fallback`, the learned fallback as ERRTRIAGE_FALLBACK* set it.
+    `check` tests the rules alone: a rule's test case says what the rules must answer."""
     from service.notify.config import build_notify
 
-    return load_ruleset(root, build_notify)
+    threshold = load_settings().fallback_threshold if fallback else None
+    return load_ruleset(root, build_notify, fallback_min_confidence=threshold)
 
 
 def _fail(message: str, code: int = 1) -> int:
@@ -75,9 +78,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from service.triage import triage
 
     try:
-        ruleset = _load(Path(args.rules))
+        ruleset = _load(Path(args.rules), fallback=True)
     except RulesInvalid as exc:
         return _fail(f"errtriage: the rules did not load: {exc}")
+    except SettingsInvalid as exc:
+        return _fail(f"errtriage: {exc}", 2)
     try:
         report = ErrorReport.model_validate(orjson.loads(sys.stdin.buffer.read()))
     except (orjson.JSONDecodeError, ValueError) as exc:

@@ -6,7 +6,7 @@ Field names are part of the public contract (DESIGN.md); change them only with i
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -28,6 +28,9 @@ class Action(StrEnum):
     check_input = "check_input"
     escalate = "escalate"
     none = "none"
+
+
+DecidedBy = Literal["rule", "fallback", "none"]
 
 
 class NotificationStatus(StrEnum):
@@ -156,6 +159,9 @@ class Classification(BaseModel):
     provider_kind: str | None
     retryable: bool
     rule: str | None
+    decided_by: DecidedBy = Field(
+        "rule", description="rule: `rule` names it; fallback: the learned fallback (no rule matched); none: unknown.")
+    confidence: float = Field(1.0, ge=0, le=1, description="1.0 for a rule; the fallback's probability otherwise.")
     recovery: Recovery
     details: dict[str, Any] = Field(default_factory=dict)
     rules_version: str

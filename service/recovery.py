@@ -19,15 +19,25 @@ from service.rules.engine import Verdict
 
 HARD_CAP = 3
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_MISSING_IN_PARENS = re.compile(r"\s*\(\{(\w+)\}\)")  # " ({key_argument})"
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+")
 _SUGGESTIONS = 3
 _MIN_SIMILARITY = 50
 
 
 def _fill(text: str | None, values: dict[str, Any]) -> str | None:
-    """Fill `{name}` placeholders from details; unknown names stay as written."""
+    """Fill `{name}` placeholders from details. A placeholder with no value never reaches a
+    caller: its parenthesis goes, or else the sentence that holds it (None if nothing is left)."""
     if not text or "{" not in text:
         return text
-    return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), text)
+    text = _MISSING_IN_PARENS.sub(lambda m: m.group(0) if _known(m.group(1), values) else "", text)
+    sentences = [s for s in _SENTENCE.split(text) if all(_known(name, values) for name in _PLACEHOLDER.findall(s))]
+    filled = _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), " ".join(sentences)).strip()
+    return filled or None
+
+
+def _known(name: str, values: dict[str, Any]) -> bool:
+    return values.get(name) not in (None, "")
 
 
 def _merged(first: list[Any], second: list[Any] | None) -> list[Any]:

@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
+    fallback: Literal["on", "off"] = Field("on", description="The learned fallback for what no rule matches.")
+    fallback_min_confidence: float = Field(0.5, ge=0, le=1,
+                                           description="Below this probability the fallback answers unknown.")
+
     notify_enabled: bool = True
     notify_queue_size: int = Field(10_000, ge=1, le=1_000_000)
     notify_workers: int = Field(4, ge=1, le=64)
@@ -46,6 +50,11 @@ class Settings(BaseSettings):
     notify_throttle_max_keys: int = Field(100_000, ge=100, le=10_000_000, description="Throttle groups remembered.")
     shutdown_grace_seconds: float = Field(20.0, ge=0, le=600)
     multiproc_dir: Path | None = Field(None, description="prometheus-client multiprocess directory (workers > 1).")
+
+    @property
+    def fallback_threshold(self) -> float | None:
+        """What the loader takes: the minimum confidence, or None with the fallback off."""
+        return self.fallback_min_confidence if self.fallback == "on" else None
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -23,6 +23,8 @@ def triage(
         provider_kind=verdict.provider.kind,
         retryable=retryable,
         rule=verdict.rule.id if verdict.rule else None,
+        decided_by=verdict.decided_by,
+        confidence=verdict.confidence,
         recovery=recovery,
         details=details,
         rules_version=ruleset.version,

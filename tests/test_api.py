@@ -13,7 +13,7 @@ QUOTA = {"message": "Error code: 429 - {'error': {'message': 'You exceeded your 
                     "plan and billing details.', 'type': 'insufficient_quota', 'param': None, "
                     "'code': 'insufficient_quota'}}"}
 CLASSIFICATION_KEYS = {"id", "class", "reason", "provider", "provider_kind", "retryable", "rule", "recovery",
-                       "details", "rules_version"}
+                       "details", "rules_version", "decided_by", "confidence"}
 
 
 def samples(client: httpx.Client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -122,7 +122,8 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     """Wire everything. `notifier_factory` is the seam tests use to inject a clock or an HTTP transport."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = Metrics(registry)
-    store = RuleStore(settings.rules_dir, metrics, notify_builder=build_notify)
+    store = RuleStore(settings.rules_dir, metrics, notify_builder=build_notify,
+                      fallback_min_confidence=settings.fallback_threshold)
     factory = notifier_factory or Notifier
     notifier = factory(settings, metrics) if settings.notify_enabled else None
     services = Services(settings=settings, metrics=metrics, registry=registry, store=store, notifier=notifier)

@@ -25,6 +25,7 @@ class Classified(Protocol):
     class_: str
     reason: str
     provider: str | None
+    decided_by: str
 
 
 def _has(allowed: list[str] | None, value: str | None) -> bool:
@@ -65,7 +66,10 @@ class NotifyConfig:
     def route_for(self, classification: Classified, report: Any) -> RouteSpec | None:
         """The first route (file order) whose match holds; `report` is anything with a `.source`."""
         source = getattr(report, "source", None)
+        guessed = classification.decided_by == "fallback"
         for route in self.routes_by_class.get(classification.class_, ()):  # the class already holds
+            if guessed and not route.allow_fallback:
+                continue
             match = route.match
             if _has(match.reason, classification.reason) and _has(match.provider, classification.provider) \
                     and _has(match.source, source):

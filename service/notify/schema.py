@@ -165,6 +165,7 @@ class RouteSpec(Strict):
                             description="One notification per group within this window (90s, 30m, 1h; 0 = off).")
     group_by: list[GroupKey] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY),
                                      description="The keys that make repeats one group.")
+    allow_fallback: bool = Field(False, description="Also notify verdicts of the learned fallback (no rule matched).")
 
     @field_validator("channels", mode="before")
     @classmethod

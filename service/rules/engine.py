@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from service.normalize import NormalizedError
+from service.rules.fallback import Fallback, Guess
 from service.rules.matcher import Entry, Fields, Hit, SetMatcher
 from service.rules.schema import ClassRule, ClassSpec, MatchBlock, ProviderSpec, RecoverySpec, TextCondition
 
@@ -44,6 +45,8 @@ class Verdict:
     recovery: RecoverySpec
     captures: dict[str, str]
     explain: dict[str, Any] | None = None
+    decided_by: str = "rule"  # rule | fallback | none
+    confidence: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -71,12 +74,18 @@ class Ruleset:
     aliases: dict[str, str] = field(default_factory=dict)  # lower-cased hint -> provider id
     notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
     sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
+    fallback: Fallback | None = None  # the learned fallback for what no rule matches (None: off)
+    examples: int = 0  # labelled examples in the examples/ table
     # (satisfied conditions, provider hint) -> provider and class hit; filled and cleared by _decide.
     decided: dict[tuple[frozenset[int], str | None], tuple[ProviderVerdict, Hit | None]] = field(
         default_factory=dict, compare=False, repr=False)
 
     def reasons(self) -> list[tuple[str, str]]:
         return [(c.id, r) for c in self.classes.values() for r in c.reasons]
+
+    def guesses(self, class_id: str, reason: str) -> tuple[bool, RecoverySpec]:
+        """Retryable and recovery for a fallback verdict: its class and reason's defaults."""
+        return decide(class_id, reason, None, self.classes)
 
 
 def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[tuple[str, str]]]:
@@ -138,6 +147,11 @@ def detect_provider(hint: str | None, ruleset: Ruleset, found: set[int]) -> Prov
     return ProviderVerdict(provider_id, ruleset.providers[provider_id].kind, level)
 
 
+def provider_of(error: NormalizedError, ruleset: Ruleset) -> ProviderVerdict:
+    """The provider alone, as classify would detect it."""
+    return detect_provider(error.provider_hint, ruleset, ruleset.matcher.satisfied(_fields(error), error.status))
+
+
 def _overlay(*specs: RecoverySpec | None) -> RecoverySpec:
     merged: dict[str, Any] = {}
     for spec in specs:
@@ -182,23 +196,30 @@ def classify(error: NormalizedError, ruleset: Ruleset, explain: bool = False) ->
     """Decide class, reason and provider for one normalized error. Pure and total.
 
     One scan of the fields serves both tables: provider evidence first, then, with the
-    provider's own fields added, the class rules.
+    provider's own fields added, the class rules. When no rule matches, the learned
+    fallback (if the ruleset has one) may decide; otherwise the answer is unknown.
     """
     fields = _fields(error)
     found = ruleset.matcher.satisfied(fields, error.status)
     provider, hit = _decide(ruleset, found, error.provider_hint)
     fields.update(_provider_fields(provider))
     rule = ruleset.rules[hit.entry] if hit else None
-    retryable, recovery = ruleset.decisions[rule.id if rule else None]
+    guess = ruleset.fallback.predict(error, provider.kind, explain) if rule is None and ruleset.fallback else None
+    if guess is not None:
+        retryable, recovery = ruleset.guesses(guess.class_, guess.reason)
+    else:
+        retryable, recovery = ruleset.decisions[rule.id if rule else None]
     return Verdict(
-        class_=rule.class_ if rule else UNKNOWN_CLASS,
-        reason=rule.reason if rule else UNKNOWN_REASON,
+        class_=rule.class_ if rule else guess.class_ if guess else UNKNOWN_CLASS,
+        reason=rule.reason if rule else guess.reason if guess else UNKNOWN_REASON,
         rule=rule,
         provider=provider,
         retryable=retryable,
         recovery=recovery,
         captures=ruleset.matcher.captures(hit, fields) if hit else {},
-        explain=_explain(error, fields, provider, rule, ruleset) if explain else None,
+        explain=_explain(error, fields, provider, rule, ruleset, guess) if explain else None,
+        decided_by="rule" if rule else "fallback" if guess else "none",
+        confidence=1.0 if rule else guess.confidence if guess else 0.0,
     )
 
 
@@ -219,9 +240,8 @@ def _decide(ruleset: Ruleset, found: set[int], hint: str | None) -> tuple[Provid
     return decided
 
 
-def _explain(
-    error: NormalizedError, fields: Fields, provider: ProviderVerdict, rule: ClassRule | None, ruleset: Ruleset
-) -> dict[str, Any]:
+def _explain(error: NormalizedError, fields: Fields, provider: ProviderVerdict, rule: ClassRule | None,
+             ruleset: Ruleset, guess: Guess | None) -> dict[str, Any]:
     tried = []
     for step in ruleset.matcher.explain(CLASS_TABLE, fields, error.status):
         candidate = ruleset.rules[step["entry"]]
@@ -253,4 +273,17 @@ def _explain(
         "provider": {"id": provider.id, "decided_by": provider.decided_by},
         "rules_tried": tried,
         "winner": rule.id if rule else None,
+        "fallback": _explain_fallback(ruleset, rule, guess),
     }
+
+
+def _explain_fallback(ruleset: Ruleset, rule: ClassRule | None, guess: Guess | None) -> dict[str, Any] | None:
+    if rule is not None:
+        return None
+    if ruleset.fallback is None:
+        return {"used": False, "why": "no fallback is loaded (ERRTRIAGE_FALLBACK=off, or no examples)"}
+    if guess is None:
+        return {"used": False, "min_confidence": ruleset.fallback.min_confidence,
+                "why": "the model said unknown, or was less sure than min_confidence"}
+    return {"used": True, "class": guess.class_, "reason": guess.reason, "confidence": guess.confidence,
+            "min_confidence": ruleset.fallback.min_confidence, **guess.leaned_on}

@@ -15,7 +15,7 @@ import gc
 import hashlib
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -26,15 +26,19 @@ import yaml_rs
 from pydantic import ValidationError
 
 from service.errors import RuleError, RulesInvalid
+from service.models import ErrorReport
 from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries
 from service.rules.matcher import Entry, PatternError, SetMatcher
+from service.rules.fallback import train
 from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
+from service.rules.training import LabelledReport, training_set
 
 TABLES = {
     "classes": ("classes", "rules"),
     "providers": ("providers",),
     "routes": ("channels", "routes"),
     "silences": ("silences",),
+    "examples": ("examples",),
 }
 TEMPLATES_DIR = "templates"
 
@@ -234,11 +238,16 @@ NotifyBuilder = Callable[[Path, list[ParsedFile], dict[str, ClassSpec], dict[str
 
 
 def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: datetime | None = None,
-                 previous: Ruleset | None = None) -> Ruleset:
+                 previous: Ruleset | None = None, fallback_min_confidence: float | None = None) -> Ruleset:
     """Build a complete Ruleset from a rules directory. Raises RulesInvalid listing every error.
-    `previous`, the ruleset a reload replaces, lends the compiled parts it did not change."""
+    `previous`, the ruleset a reload replaces, lends the compiled parts it did not change.
+    With `fallback_min_confidence` set, the learned fallback is trained on the examples/ table
+    and the rules' test cases; None leaves it off."""
     with _cyclic_gc_paused():
-        return _build_ruleset(root, notify_builder, now, previous)
+        ruleset, examples = _build_ruleset(root, notify_builder, now, previous)
+    if fallback_min_confidence is None or not examples:
+        return ruleset
+    return replace(ruleset, fallback=train(training_set(ruleset, examples), fallback_min_confidence))
 
 
 @contextlib.contextmanager
@@ -254,8 +263,31 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _examples(files: list[ParsedFile], classes: dict[str, ClassSpec],
+              errors: list[RuleError]) -> list[LabelledReport]:
+    """Every labelled example, its report validated; a bad report, or a class or reason the
+    vocabulary lacks, is an error naming the example's line."""
+    found = []
+    for parsed in files:
+        for index, example in enumerate(parsed.model.examples):
+            label = example.expect
+            spec = classes.get(label.class_)
+            try:
+                report = ErrorReport.model_validate(example.report)
+            except ValidationError as exc:
+                problem: str | None = f"invalid report: {exc.errors()[0]['msg']}"
+            else:
+                problem = None if spec is not None and label.reason in spec.reasons else (
+                    f"example labelled {label.class_}/{label.reason}, which the classes table does not declare")
+            if problem is not None:
+                errors.append(RuleError(parsed.relative, _line_of_item(parsed, "examples", index), None, problem))
+                continue
+            found.append(LabelledReport(report, label.class_, label.reason, f"{parsed.relative}#{index}"))
+    return found
+
+
 def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: datetime | None,
-                   previous: Ruleset | None) -> Ruleset:
+                   previous: Ruleset | None) -> tuple[Ruleset, list[LabelledReport]]:
     files, version, errors = read_tables(root)
     classes, collected, providers, sources = _collect(files, errors)
     _check_vocabulary(classes, collected, errors)
@@ -275,6 +307,7 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
             notify = notify_builder(root, files, classes, providers)
         except RulesInvalid as exc:
             errors.extend(exc.errors)
+    examples = _examples(files, classes, errors)
     if errors or matcher is None:
         raise RulesInvalid(errors)
     ordered_rules = tuple(rule for rule, _, _ in rules)
@@ -293,4 +326,5 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
         decisions=decisions_for(ordered_rules, classes),
         notify=notify,
         sources=sources,
-    )
+        examples=len(examples),
+    ), examples

@@ -197,6 +197,22 @@ class ProviderSpec(Strict):
     tests: list[RuleTest] = Field(default_factory=list)
 
 
+class ExampleLabel(Strict):
+    class_: str = Field(..., alias="class")
+    reason: str
+    provider: str | None = None
+    retryable: bool | None = None
+
+
+class LabelledExample(Strict):
+    """A real error and its right answer: the learned fallback trains on these."""
+
+    source: str = Field(..., min_length=1, description="Where the text was seen (URL or repo and path).")
+    note: str | None = None
+    report: dict[str, Any]
+    expect: ExampleLabel
+
+
 class RuleFile(Strict):
     """One YAML file of any table. Each table's folder takes only its own sections."""
 
@@ -206,3 +222,5 @@ class RuleFile(Strict):
     channels: list[ChannelSpec] = Field(default_factory=list, description="routes/: notification channels.")
     routes: list[RouteSpec] = Field(default_factory=list, description="routes/: notification routes, first match wins.")
     silences: list[SilenceSpec] = Field(default_factory=list, description="silences/: muted notifications.")
+    examples: list[LabelledExample] = Field(default_factory=list,
+                                            description="examples/: labelled reports the fallback learns from.")

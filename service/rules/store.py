@@ -27,8 +27,9 @@ DEBOUNCE_MS = 800  # a half-saved file settles within this; a change still shows
 
 class RuleStore:
     def __init__(self, root: Path, metrics: Metrics, notify_builder: NotifyBuilder | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, fallback_min_confidence: float | None = None) -> None:
         self.root = root
+        self._fallback_min_confidence = fallback_min_confidence
         self._metrics = metrics
         self._notify_builder = notify_builder
         self._clock = clock
@@ -50,7 +51,8 @@ class RuleStore:
     def load_now(self) -> Ruleset:
         """Synchronous load and swap (startup, CLI). Raises RulesInvalid; the old rules stay."""
         try:
-            ruleset = load_ruleset(self.root, self._notify_builder, previous=self._current)
+            ruleset = load_ruleset(self.root, self._notify_builder, previous=self._current,
+                                   fallback_min_confidence=self._fallback_min_confidence)
         except RulesInvalid as exc:
             self.last_errors = exc.errors
             self._metrics.reload_failed()

@@ -1,0 +1,143 @@
+"""The learned fallback: what no rule matched, decided by a model trained at rule-load time.
+
+A linear classifier (scikit-learn logistic regression) over character n-grams of the
+message, type and code names, plus a few shape tokens (status family, a tool was named,
+the provider's kind, the payload's shape). It learns from the labelled examples of the
+`examples/` table and from every rule's own test cases, so an operator who adds a rule
+with a test teaches it too. It answers a class and reason with a probability; below the
+ruleset's minimum confidence, or when it says `unknown`, the report stays unknown.
+
+Pure once trained: `predict` reads no clock, settings or metrics. scikit-learn is imported
+only when a ruleset with examples is built, so `errtriage check` and a fallback switched
+off never pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from service.normalize import NormalizedError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from scipy.sparse import csr_matrix
+
+UNKNOWN_LABEL = "unknown/unclassified"
+TEXT_CAP = 2000  # the head of a message says what failed; a long stack trace only adds noise
+_STRONGEST = 6
+_NEAREST = 3
+_MIN_EXAMPLES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One labelled report, normalized: what the fallback learns from."""
+
+    error: NormalizedError
+    provider_kind: str | None
+    class_: str
+    reason: str
+    origin: str  # the examples file or rule it came from (shown in explain)
+
+
+@dataclass(frozen=True, slots=True)
+class Guess:
+    class_: str
+    reason: str
+    confidence: float
+    leaned_on: dict[str, Any]
+
+
+def text_of(error: NormalizedError) -> str:
+    """The words the n-grams read: exception types and codes first (they say most), then the message."""
+    return " ".join((*error.types, *error.codes, error.message[:TEXT_CAP])).lower()
+
+
+def tokens_of(error: NormalizedError, provider_kind: str | None) -> str:
+    """The payload's shape, as words no message contains."""
+    tokens = [f"shape_{error.shape}", f"kind_{provider_kind or 'none'}", "tool_yes" if error.tool else "tool_no"]
+    if error.status is not None:
+        tokens += [f"status_{error.status}", f"status_{error.status // 100}xx"]
+    return " ".join(tokens)
+
+
+class Fallback:
+    """A trained model with what explain needs: feature names and the training rows."""
+
+    def __init__(self, examples: list[Example], min_confidence: float) -> None:
+        from scipy.sparse import hstack
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+
+        self.min_confidence = min_confidence
+        self._hstack = hstack
+        self._chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2,
+                                      max_features=60_000, dtype=_float32())
+        self._words = TfidfVectorizer(analyzer="word", token_pattern=r"\S+", dtype=_float32())
+        rows = self._rows([text_of(e.error) for e in examples], [tokens_of(e.error, e.provider_kind) for e in examples],
+                          fit=True)
+        labels = [f"{e.class_}/{e.reason}" for e in examples]
+        self._model = LogisticRegression(C=20.0, max_iter=2000)
+        self._model.fit(rows, labels)
+        self._labels: list[str] = list(self._model.classes_)
+        self._names = [*(f"'{n}'" for n in self._chars.get_feature_names_out()), *self._words.get_feature_names_out()]
+        self._train_rows = rows
+        self._train = [(e.origin, labels[i], e.error.message[:160]) for i, e in enumerate(examples)]
+        self._class_of = [label.split("/", 1)[0] for label in self._labels]
+
+    def _rows(self, texts: list[str], tokens: list[str], fit: bool = False) -> csr_matrix:
+        if fit:
+            return self._hstack([self._chars.fit_transform(texts), self._words.fit_transform(tokens)]).tocsr()
+        return self._hstack([self._chars.transform(texts), self._words.transform(tokens)]).tocsr()
+
+    def predict(self, error: NormalizedError, provider_kind: str | None, explain: bool = False) -> Guess | None:
+        """The most probable class (its reasons' probabilities summed) and its likeliest reason,
+        or None when that is `unknown` or below the minimum confidence."""
+        row = self._rows([text_of(error)], [tokens_of(error, provider_kind)])
+        probabilities = self._model.predict_proba(row)[0]
+        by_class: dict[str, float] = {}
+        for class_id, p in zip(self._class_of, probabilities, strict=True):
+            by_class[class_id] = by_class.get(class_id, 0.0) + float(p)
+        class_id = max(by_class, key=by_class.__getitem__)
+        confidence = by_class[class_id]
+        if class_id == UNKNOWN_LABEL.split("/")[0] or confidence < self.min_confidence:
+            return None
+        best = max((i for i, c in enumerate(self._class_of) if c == class_id), key=lambda i: probabilities[i])
+        reason = self._labels[best].split("/", 1)[1]
+        leaned_on = self._leaned_on(row, best) if explain else {}
+        return Guess(class_id, reason, round(confidence, 4), leaned_on)
+
+    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> dict[str, float]:
+        row = self._rows([text_of(error)], [tokens_of(error, provider_kind)])
+        return dict(zip(self._labels, (float(p) for p in self._model.predict_proba(row)[0]), strict=True))
+
+    def _leaned_on(self, row: csr_matrix, label: int) -> dict[str, Any]:
+        """The strongest features for the chosen label, and the nearest labelled examples."""
+        weights = self._model.coef_[label]
+        contributions = sorted(((float(row.data[k] * weights[j]), int(j)) for k, j in enumerate(row.indices)),
+                               reverse=True)[:_STRONGEST]
+        similarity: np.ndarray = (self._train_rows @ row.T).toarray().ravel()
+        nearest = similarity.argsort()[::-1][:_NEAREST]
+        return {
+            "model": "logistic regression over character n-grams and shape tokens",
+            "strongest_features": [{"feature": self._names[j], "weight": round(w, 3)} for w, j in contributions if w > 0],
+            "nearest_examples": [{"from": self._train[i][0], "label": self._train[i][1], "message": self._train[i][2],
+                                  "similarity": round(float(similarity[i]), 3)} for i in nearest],
+        }
+
+
+def _float32() -> Any:
+    import numpy
+
+    return numpy.float32
+
+
+def train(examples: Iterable[Example], min_confidence: float) -> Fallback | None:
+    """A trained fallback, or None when there is too little to learn from (fewer than 20
+    examples, or a single label)."""
+    examples = list(examples)
+    if len(examples) < _MIN_EXAMPLES or len({(e.class_, e.reason) for e in examples}) < 2:
+        return None
+    return Fallback(examples, min_confidence)

@@ -1,0 +1,46 @@
+"""What the learned fallback trains on: the examples/ table and every rule's own test cases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from service.models import ErrorReport
+from service.normalize import normalize
+from service.rules.engine import Ruleset, provider_of
+from service.rules.fallback import Example
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledReport:
+    report: ErrorReport
+    class_: str
+    reason: str
+    origin: str  # file#index, or the rule whose test it is
+
+
+def _rule_tests(ruleset: Ruleset) -> Iterator[LabelledReport]:
+    """A rule's test teaches its expected class (the rule's own when it names none). Tests that
+    expect a class without a reason, or whose report does not validate, teach nothing."""
+    for rule in ruleset.rules:
+        for test in rule.tests:
+            expect = test.expect
+            class_id = expect.class_ if expect and expect.class_ else rule.class_
+            reason = expect.reason if expect and expect.reason else rule.reason if class_id == rule.class_ else None
+            if reason is None:
+                continue
+            try:
+                report = ErrorReport.model_validate(test.report)
+            except ValidationError:
+                continue  # `errtriage check` reports it
+            yield LabelledReport(report, class_id, reason, f"rule {rule.id}")
+
+
+def training_set(ruleset: Ruleset, examples: list[LabelledReport]) -> list[Example]:
+    """Normalized, with the provider each one is detected as (its kind is a feature)."""
+    labelled = [*examples, *_rule_tests(ruleset)]
+    normalized = [(item, normalize(item.report)) for item in labelled]
+    return [Example(error, provider_of(error, ruleset).kind, item.class_, item.reason, item.origin)
+            for item, error in normalized]
