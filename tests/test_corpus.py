@@ -1,6 +1,9 @@
-"""The shipped tables against a corpus of real error payloads (tests/corpus/*.yaml, each with its source).
+"""The labelled corpus of real errors: its shape and split, and the tables' accuracy on its tuning part.
 
-Reports accuracy per class and fails on any mismatch, naming the case.
+Two parts, split by source (bench/split_corpus.py): rules/examples/ (tuning: rules are
+written from it, the fallback learns it) and tests/corpus/ (held-out: nothing is written
+or trained from it). The held-out figures are bench data (bench/accuracy.py), not
+assertions; here only its shape is checked, so the split can not quietly rot.
 """
 
 from __future__ import annotations
@@ -12,44 +15,63 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.split_corpus import origin
 from service.rules.checks import run_case
 from service.rules.engine import Ruleset
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+ROOT = Path(__file__).resolve().parent.parent
+HELD_OUT = ROOT / "tests" / "corpus"
+TUNE = ROOT / "rules" / "examples"
+TUNE_CLASS_FLOOR = 0.97  # the rules alone on the cases they were written from: a regression guard
+TUNE_REASON_FLOOR = 0.93
 
 
-def _cases() -> list[tuple[str, dict[str, Any]]]:
-    cases = []
-    for path in sorted(CORPUS.glob("*.yaml")):
-        for index, case in enumerate(yaml.safe_load(path.read_text())["cases"]):
-            cases.append((f"{path.name}#{index}", case))
-    return cases
+def _cases(folder: Path, section: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{path.name}#{index}", case) for path in sorted(folder.glob("*.yaml"))
+            for index, case in enumerate(yaml.safe_load(path.read_text())[section])]
 
 
-CASES = _cases()
+TUNE_CASES = _cases(TUNE, "examples")
+HELD_OUT_CASES = _cases(HELD_OUT, "cases")
 
 
-def test_corpus_is_large_and_sourced() -> None:
-    assert len(CASES) >= 300, f"only {len(CASES)} corpus cases"
-    unsourced = [name for name, case in CASES if not str(case.get("source", "")).strip()]
+def test_corpus_is_large_sourced_and_split_by_source() -> None:
+    total = len(TUNE_CASES) + len(HELD_OUT_CASES)
+    assert total >= 2000, f"only {total} corpus cases"
+    assert len(HELD_OUT_CASES) >= 0.3 * total, f"held-out part is {len(HELD_OUT_CASES)} of {total}"
+    unsourced = [name for name, case in TUNE_CASES + HELD_OUT_CASES if not str(case.get("source", "")).strip()]
     assert not unsourced, f"cases without a public source: {unsourced[:10]}"
+    shared = {origin(c["source"]) for _, c in TUNE_CASES} & {origin(c["source"]) for _, c in HELD_OUT_CASES}
+    assert not shared, f"origins in both parts (the split is by source): {sorted(shared)[:10]}"
 
 
-def test_corpus_accuracy(shipped: Ruleset, capsys: pytest.CaptureFixture[str]) -> None:
+def test_corpus_has_hard_negatives_in_both_parts() -> None:
+    for cases in (TUNE_CASES, HELD_OUT_CASES):
+        negatives = sum(case["expect"]["class"] == "unknown" for _, case in cases)
+        assert negatives >= 0.1 * len(cases), f"{negatives} hard negatives of {len(cases)}"
+
+
+def test_held_out_labels_are_in_the_taxonomy(shipped: Ruleset) -> None:
+    bad = [name for name, case in HELD_OUT_CASES
+           if case["expect"]["reason"] not in shipped.classes[case["expect"]["class"]].reasons]
+    assert not bad, bad[:10]
+
+
+def test_tables_on_their_tuning_part(shipped: Ruleset, capsys: pytest.CaptureFixture[str]) -> None:
+    """The rules alone (no fallback) on the cases they were written from."""
     totals: Counter[str] = Counter()
-    correct: Counter[str] = Counter()
-    failures = []
-    for name, case in CASES:
-        expected = {k: v for k, v in case["expect"].items() if k in ("class", "reason", "provider")}
-        result = run_case(shipped, case["report"], expected, name, None)
+    right: Counter[str] = Counter()
+    for name, case in TUNE_CASES:
+        expected = {k: v for k, v in case["expect"].items() if k in ("class", "reason")}
+        got = run_case(shipped, case["report"], expected, name, None).got
         totals[expected["class"]] += 1
-        if result.ok:
-            correct[expected["class"]] += 1
-        else:
-            failures.append(f"{name} ({case.get('note') or case.get('source')}): {result.error or result.mismatches}")
+        right["class"] += got["class"] == expected["class"]
+        right["reason"] += got["class"] == expected["class"] and got["reason"] == expected["reason"]
+        right[expected["class"]] += got["class"] == expected["class"]
     with capsys.disabled():
-        print("\ncorpus accuracy by class:")
+        print("\ntuning part, rules alone, recall by class:")
         for cls in sorted(totals):
-            print(f"  {cls:15} {correct[cls]:4}/{totals[cls]:<4} {correct[cls] / totals[cls]:7.1%}")
-        print(f"  {'all':15} {sum(correct.values()):4}/{sum(totals.values()):<4}")
-    assert not failures, f"{len(failures)} corpus mismatches:\n" + "\n".join(failures)
+            print(f"  {cls:15} {right[cls]:4}/{totals[cls]:<4} {right[cls] / totals[cls]:7.1%}")
+    count = len(TUNE_CASES)
+    assert right["class"] / count >= TUNE_CLASS_FLOOR, f"class {right['class']}/{count}"
+    assert right["reason"] / count >= TUNE_REASON_FLOOR, f"reason {right['reason']}/{count}"
