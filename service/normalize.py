@@ -62,7 +62,8 @@ _AVAILABLE_TOOLS = _re2(r"\bAvailable tools: ((?:[\w.:/-]+, ?)*[\w.:/-]*\w)")
 _RETRY_WORDS = ("try again", "retry", "wait", "reset")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.:/-]{1,80}$")
-_RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows")
+_RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows",
+                 "features", "candidates", "predictions", "organic_results")  # GeoJSON, Google Places, SerpAPI
 _RESULT_COUNTS = ("total", "total_count", "totalCount", "count", "totalResults", "total_results")
 _META_KEYS = ("examples", "alternatives", "retry_hint", "feedback_hint")
 _NOTE_KEYS = ("stderr", "errorDescription", "detail")  # text beside the message: the cause (git CLI, n8n, Bitbucket)

@@ -31,6 +31,7 @@ from service.settings import Settings
 
 log = logging.getLogger("errtriage.app")
 _TASK_STOP_SECONDS = 5.0
+_TRAINING_STOP_SECONDS = 30.0
 
 
 def _install_sighup(loop: asyncio.AbstractEventLoop, store: RuleStore, tasks: set[asyncio.Task[Any]]) -> None:
@@ -74,6 +75,7 @@ def _lifespan(services: Services) -> Any:
                 task.cancel()
             if tasks:  # bounded: the file watcher's thread may take a moment to see the stop
                 await asyncio.wait(tasks, timeout=_TASK_STOP_SECONDS)
+            await asyncio.to_thread(services.store.wait_for_training, _TRAINING_STOP_SECONDS)
 
     return lifespan
 

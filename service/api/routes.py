@@ -26,13 +26,23 @@ async def rules(services: ServicesDep) -> dict[str, Any]:
         "version": ruleset.version,
         "loaded_at": ruleset.loaded_at.isoformat(),
         "counts": {"classes": len(ruleset.classes), "rules": len(ruleset.rules), "providers": len(ruleset.providers),
+                   "examples": len(ruleset.labelled),
                    **(ruleset.notify.counts() if ruleset.notify is not None else {})},
+        "fallback": _fallback(services),
         "files": [vars(f) for f in ruleset.files],
         "rules": [{"id": r.id, "class": r.class_, "reason": r.reason, "priority": r.priority,
                    "file": ruleset.sources.get(r.id), "matches": counts.get(r.id, 0)} for r in ruleset.rules],
         "providers": sorted(ruleset.providers),
         "last_reload_errors": [e.as_dict() for e in services.store.last_errors],
     }
+
+
+def _fallback(services: Any) -> dict[str, Any]:
+    """off | training | ready | none (too little to learn from) | failed; the threshold when on."""
+    state = {"state": services.store.fallback_state}
+    if services.settings.fallback == "on":
+        state["min_confidence"] = services.settings.fallback_min_confidence
+    return state
 
 
 @router.post("/v1/rules/reload", dependencies=[AdminDep], responses=problem_responses(401, 403, 422),
@@ -60,7 +70,8 @@ async def readyz(services: ServicesDep) -> dict[str, Any]:
         problems.append("notification queue is full")
     if problems:
         raise ProblemError(503, "; ".join(problems))
-    return {"status": "ready", "rules_version": services.store.current.version}
+    return {"status": "ready", "rules_version": services.store.current.version,
+            "fallback": services.store.fallback_state}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from service.normalize import NormalizedError
-from service.rules.fallback import Fallback, Guess
+from service.rules.fallback import Fallback, Guess, LabelledReport
 from service.rules.matcher import Entry, Fields, Hit, SetMatcher
 from service.rules.schema import ClassRule, ClassSpec, MatchBlock, ProviderSpec, RecoverySpec, TextCondition
 
@@ -75,7 +75,7 @@ class Ruleset:
     notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
     sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
     fallback: Fallback | None = None  # the learned fallback for what no rule matches (None: off)
-    examples: int = 0  # labelled examples in the examples/ table
+    labelled: tuple[LabelledReport, ...] = ()  # the examples/ table: what the fallback learns from
     # (satisfied conditions, provider hint) -> provider and class hit; filled and cleared by _decide.
     decided: dict[tuple[frozenset[int], str | None], tuple[ProviderVerdict, Hit | None]] = field(
         default_factory=dict, compare=False, repr=False)
@@ -209,6 +209,7 @@ def classify(error: NormalizedError, ruleset: Ruleset, explain: bool = False) ->
         retryable, recovery = ruleset.guesses(guess.class_, guess.reason)
     else:
         retryable, recovery = ruleset.decisions[rule.id if rule else None]
+
     return Verdict(
         class_=rule.class_ if rule else guess.class_ if guess else UNKNOWN_CLASS,
         reason=rule.reason if rule else guess.reason if guess else UNKNOWN_REASON,

@@ -15,7 +15,7 @@ import gc
 import hashlib
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -29,9 +29,9 @@ from service.errors import RuleError, RulesInvalid
 from service.models import ErrorReport
 from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries
 from service.rules.matcher import Entry, PatternError, SetMatcher
-from service.rules.fallback import train
+from service.rules.fallback import LabelledReport
 from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
-from service.rules.training import LabelledReport, training_set
+from service.rules.training import with_fallback
 
 TABLES = {
     "classes": ("classes", "rules"),
@@ -244,10 +244,8 @@ def load_ruleset(root: Path, notify_builder: NotifyBuilder | None = None, now: d
     With `fallback_min_confidence` set, the learned fallback is trained on the examples/ table
     and the rules' test cases; None leaves it off."""
     with _cyclic_gc_paused():
-        ruleset, examples = _build_ruleset(root, notify_builder, now, previous)
-    if fallback_min_confidence is None or not examples:
-        return ruleset
-    return replace(ruleset, fallback=train(training_set(ruleset, examples), fallback_min_confidence))
+        ruleset = _build_ruleset(root, notify_builder, now, previous)
+    return ruleset if fallback_min_confidence is None else with_fallback(ruleset, fallback_min_confidence)
 
 
 @contextlib.contextmanager
@@ -287,7 +285,7 @@ def _examples(files: list[ParsedFile], classes: dict[str, ClassSpec],
 
 
 def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: datetime | None,
-                   previous: Ruleset | None) -> tuple[Ruleset, list[LabelledReport]]:
+                   previous: Ruleset | None) -> Ruleset:
     files, version, errors = read_tables(root)
     classes, collected, providers, sources = _collect(files, errors)
     _check_vocabulary(classes, collected, errors)
@@ -326,5 +324,5 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
         decisions=decisions_for(ordered_rules, classes),
         notify=notify,
         sources=sources,
-        examples=len(examples),
-    ), examples
+        labelled=tuple(examples),
+    )

@@ -3,12 +3,17 @@
 A request reads `store.current` once and keeps that object, so a reload mid-request
 never changes the rules it runs on. Reloads come from the file watcher (debounced),
 SIGHUP, or the admin endpoint; all go through `reload()`, serialised by a lock.
+
+The learned fallback is trained after the rules serve, on a thread of its own (1-3 s):
+startup and reloads never wait for it. When it is trained, the same rules with it are
+swapped in, unless a newer load came first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +24,7 @@ from service.errors import RuleError, RulesInvalid
 from service.metrics import Metrics
 from service.rules.engine import Ruleset
 from service.rules.loader import NotifyBuilder, load_ruleset
+from service.rules.training import with_fallback
 
 log = logging.getLogger("errtriage.rules")
 
@@ -35,6 +41,9 @@ class RuleStore:
         self._clock = clock
         self._current: Ruleset | None = None
         self._lock = asyncio.Lock()
+        self._swap_lock = threading.Lock()
+        self._trainer: threading.Thread | None = None
+        self.fallback_state = "off" if fallback_min_confidence is None else "none"
         self.last_errors: list[RuleError] = []
         self.match_counts: dict[str, int] = {}
 
@@ -51,8 +60,7 @@ class RuleStore:
     def load_now(self) -> Ruleset:
         """Synchronous load and swap (startup, CLI). Raises RulesInvalid; the old rules stay."""
         try:
-            ruleset = load_ruleset(self.root, self._notify_builder, previous=self._current,
-                                   fallback_min_confidence=self._fallback_min_confidence)
+            ruleset = load_ruleset(self.root, self._notify_builder, previous=self._current)
         except RulesInvalid as exc:
             self.last_errors = exc.errors
             self._metrics.reload_failed()
@@ -67,8 +75,14 @@ class RuleStore:
             return await asyncio.to_thread(self.load_now)
 
     def _swap(self, ruleset: Ruleset) -> None:
-        self._current = ruleset
+        with self._swap_lock:
+            self._current = ruleset
         self.last_errors = []
+        if self._fallback_min_confidence is not None:
+            self.fallback_state = "training"
+            self._trainer = threading.Thread(target=self._train, args=(ruleset, self._fallback_min_confidence),
+                                             name="errtriage-fallback")
+            self._trainer.start()
         notify = ruleset.notify
         counts = {
             "classes": len(ruleset.classes),
@@ -81,6 +95,31 @@ class RuleStore:
             notify.label_sets() if notify is not None else [], self._clock(),
         )
         log.info("rules loaded", extra={"version": ruleset.version, "rules": len(ruleset.rules)})
+
+    def _train(self, ruleset: Ruleset, min_confidence: float) -> None:
+        started = time.perf_counter()
+        try:
+            trained = with_fallback(ruleset, min_confidence)
+        except (ValueError, MemoryError) as exc:  # the rules alone keep serving; say so where it shows
+            with self._swap_lock:
+                if self._current is ruleset:
+                    self.fallback_state = "failed"
+            log.error("fallback training failed; the rules alone keep serving",
+                      extra={"version": ruleset.version, "error": str(exc)})
+            return
+        with self._swap_lock:
+            if self._current is not ruleset:
+                return  # a newer load came first: its own training is under way
+            self._current = trained
+            self.fallback_state = "ready" if trained.fallback is not None else "none"
+        log.info("fallback trained", extra={"version": ruleset.version, "state": self.fallback_state,
+                                            "seconds": round(time.perf_counter() - started, 2)})
+
+    def wait_for_training(self, timeout: float) -> None:
+        """Let a training under way finish before shutdown (its imports fail once the
+        interpreter is exiting)."""
+        if self._trainer is not None:
+            self._trainer.join(timeout)
 
     def count_match(self, rule_id: str | None) -> None:
         if rule_id is not None:

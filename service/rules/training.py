@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 
 from pydantic import ValidationError
 
 from service.models import ErrorReport
 from service.normalize import normalize
 from service.rules.engine import Ruleset, provider_of
-from service.rules.fallback import Example
-
-
-@dataclass(frozen=True, slots=True)
-class LabelledReport:
-    report: ErrorReport
-    class_: str
-    reason: str
-    origin: str  # file#index, or the rule whose test it is
+from service.rules.fallback import Example, LabelledReport, train
 
 
 def _rule_tests(ruleset: Ruleset) -> Iterator[LabelledReport]:
@@ -38,9 +30,16 @@ def _rule_tests(ruleset: Ruleset) -> Iterator[LabelledReport]:
             yield LabelledReport(report, class_id, reason, f"rule {rule.id}")
 
 
-def training_set(ruleset: Ruleset, examples: list[LabelledReport]) -> list[Example]:
+def training_set(ruleset: Ruleset) -> list[Example]:
     """Normalized, with the provider each one is detected as (its kind is a feature)."""
-    labelled = [*examples, *_rule_tests(ruleset)]
+    labelled = [*ruleset.labelled, *_rule_tests(ruleset)]
     normalized = [(item, normalize(item.report)) for item in labelled]
     return [Example(error, provider_of(error, ruleset).kind, item.class_, item.reason, item.origin)
             for item, error in normalized]
+
+
+def with_fallback(ruleset: Ruleset, min_confidence: float) -> Ruleset:
+    """The same rules with a fallback trained on their examples and tests (1-3 s for the
+    shipped tables). The ruleset is unchanged when there is too little to learn from."""
+    fallback = train(training_set(ruleset), min_confidence)
+    return replace(ruleset, fallback=fallback) if fallback is not None else ruleset
