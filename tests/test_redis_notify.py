@@ -178,3 +178,11 @@ async def test_stream_gauges_follow_the_backlog(
     smtp.start()
     await until(lambda: len(smtp.mailbox.messages) == 5, what="all five")
     await until(lambda: node.value("errtriage_notify_stream_length") == 0, what="an empty stream")
+
+
+def test_without_a_redis_url_nothing_changes(live: Callable[..., Any]) -> None:
+    api = live(notify_enabled=True)
+    ready = api.get("/readyz")
+    assert ready.status_code == 200 and "redis" not in ready.json()
+    assert type(api.app.state.services.notifier._queue).__name__ == "MemoryQueue"
+    assert api.post("/v1/errors", json={"message": QUOTA}).json()["notification"]["status"] == "no_recipient"
