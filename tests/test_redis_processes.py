@@ -68,13 +68,16 @@ def test_thirty_identical_errors_over_two_processes_send_one_email(
     smtp = smtp_server()
     a, b = serve(redis_url, smtp), serve(redis_url, smtp)
     statuses = [report(a if n % 2 else b)["notification"]["status"] for n in range(30)]
-    assert statuses == ["queued"] * 30
+    # The shared verdict is taken in the background (`queued`); once a process has seen Redis refuse
+    # the group, it answers further repeats `throttled` itself.
+    assert statuses[0] == "queued" and set(statuses) <= {"queued", "throttled"}
     outcome = {"channel": "user-email", "class": "ai_credits"}
     until(lambda: sum(metric(p, "errtriage_notifications_total", outcome="throttled", **outcome)
                       for p in (a, b)) == 29, what="29 throttled, summed over the processes")
     until(lambda: sum(metric(p, "errtriage_notifications_total", outcome="sent", **outcome) for p in (a, b)) == 1,
           what="one sent")
     assert len(smtp.mailbox.messages) == 1
+    assert [report(p)["notification"]["status"] for p in (a, b)] == ["throttled", "throttled"]
     ready = httpx.get(f"{a.url}/readyz").json()
     assert ready["redis"] == "up" and ready["status"] == "ready"
 

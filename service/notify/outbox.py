@@ -9,7 +9,10 @@ trip; per item, one Lua script takes the throttle verdict and writes the entry a
     else XADD                                                 ->  1, queued in the stream
 
 Every process and replica shares the throttle keys, so a group is notified once per window
-whatever process took the report. Redis down or slow: items stay in the buffer (at most
+whatever process took the report. The script also answers how long the group's window stays
+open; the process remembers it (`hints`, bounded), so further repeats of that group are answered
+`throttled` by dispatch() itself without a trip to Redis. The hint never outlives the key: it is
+measured from before the batch was sent (a FLUSHALL of Redis would not shorten it). Redis down or slow: items stay in the buffer (at most
 ERRTRIAGE_NOTIFY_QUEUE_SIZE; past it new ones are `dropped`, counted and logged) and the writer
 tries again with backoff. A batch whose reply was lost may have been written: sent again, its
 items find their throttle keys taken (counted `throttled`, the entry is in the stream already);
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from itertools import islice
@@ -33,6 +37,7 @@ from service.metrics import Metrics
 from service.notify.delivery import Delivery
 from service.notify.entry import encode
 from service.notify.queue import count, dropped
+from service.notify.throttle import Throttle
 
 PREFIX = "errtriage:"
 THROTTLE_PREFIX = PREFIX + "throttle:"
@@ -40,11 +45,14 @@ BATCH = 256
 RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 0.1, 2.0
 
 ADMIT = """
-if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[2]) then return -1 end
-if tonumber(ARGV[1]) > 0 and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[2]) then return {-1, 0} end
+if tonumber(ARGV[1]) > 0 and not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+  return {0, redis.call('PTTL', KEYS[2])}
+end
 redis.call('XADD', KEYS[1], '*', 'n', ARGV[3])
-return 1
-"""  # KEYS: the stream, the group's throttle key. ARGV: window in ms (0: never throttle), max length, entry
+return {1, tonumber(ARGV[1])}
+"""  # KEYS: the stream, the group's throttle key. ARGV: window in ms (0: never throttle), max length, entry.
+# Returns {verdict, ms the group's window stays open}.
 
 
 def throttle_key(key: Hashable) -> str:
@@ -54,7 +62,7 @@ def throttle_key(key: Hashable) -> str:
 
 class Outbox:
     def __init__(self, client: Redis, stream: str, metrics: Metrics, logger: logging.Logger, capacity: int,
-                 max_length: int, on_redis: Callable[[bool, str], None]) -> None:
+                 max_length: int, on_redis: Callable[[bool, str], None], hints: Throttle) -> None:
         self._client = client
         self._stream = stream
         self._metrics = metrics
@@ -62,6 +70,7 @@ class Outbox:
         self._capacity = capacity
         self._max_length = max_length
         self._on_redis = on_redis  # (ok, operation): the queue's view of Redis's health
+        self._hints = hints  # open windows Redis reported, on time.monotonic()
         self._items: deque[Delivery] = deque()
         self._ready = asyncio.Event()
         self._script = client.register_script(ADMIT)
@@ -91,6 +100,7 @@ class Outbox:
                 self._ready.clear()
                 continue
             batch = list(islice(self._items, BATCH))
+            sent_at = time.monotonic()
             try:
                 verdicts = await self._write(batch)
             except RedisError as exc:
@@ -102,21 +112,23 @@ class Outbox:
                 continue
             self._on_redis(True, "write")
             wait = RETRY_FIRST_SECONDS
-            for item, verdict in zip(batch, verdicts):
+            for item, (verdict, open_ms) in zip(batch, verdicts):
                 self._items.popleft()
+                if open_ms > 0:
+                    self._hints.hold(item.throttle_key, sent_at + open_ms / 1000, sent_at)
                 if verdict == 0:
                     count(self._metrics, item, "throttled")
                 elif verdict == -1:
                     dropped(self._metrics, self._logger, item, "the Redis stream is full")
             self._metrics.outbox_depth.set(len(self._items))
 
-    async def _write(self, batch: list[Delivery]) -> list[int]:
+    async def _write(self, batch: list[Delivery]) -> list[tuple[int, int]]:
         async with self._client.pipeline(transaction=False) as pipe:
             for item in batch:
                 window_ms = int(item.throttle_window * 1000)
                 await self._script(keys=[self._stream, throttle_key(item.throttle_key)],
                                    args=[window_ms, self._max_length, encode(item)], client=pipe)
-            return [int(v) for v in await pipe.execute()]
+            return [(int(verdict), int(open_ms)) for verdict, open_ms in await pipe.execute()]
 
     def abandon(self) -> list[Delivery]:
         """Empty the buffer (at shutdown, when Redis did not take it in time); returns what it held."""

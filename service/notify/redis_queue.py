@@ -26,6 +26,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +42,8 @@ from service.models import NotificationStatus
 from service.notify.delivery import Deliverer, Delivery
 from service.notify.entry import decode
 from service.notify.outbox import PREFIX, Outbox
-from service.notify.queue import Rules, cancel_tasks
+from service.notify.queue import Rules, cancel_tasks, count
+from service.notify.throttle import Throttle
 from service.settings import Settings
 
 STREAM = PREFIX + "notify:stream"
@@ -76,8 +78,9 @@ class RedisQueue:
         self._claim_seconds = settings.notify_claim_seconds
         self.consumer = consumer_name()
         self._client = connect(settings.redis_url)
+        self._hints = Throttle(settings.notify_throttle_max_keys)
         self._outbox = Outbox(self._client, STREAM, metrics, logger, settings.notify_queue_size,
-                              settings.notify_stream_max_length, self._redis)
+                              settings.notify_stream_max_length, self._redis, self._hints)
         self._rules: Rules = lambda: None
         self._held: set[bytes] = set()  # entries this process read or claimed and has not acked
         self._claimed: asyncio.Queue[tuple[bytes, bytes]] = asyncio.Queue()
@@ -90,7 +93,11 @@ class RedisQueue:
     # -- the request path (synchronous) -----------------------------------------------------------
 
     def submit(self, item: Delivery) -> NotificationStatus:
-        """Buffered for the writer; the throttle verdict is taken there, counted `throttled` if so."""
+        """`throttled` at once when Redis already reported this group's window open; else buffered
+        for the writer, which takes the shared verdict (counted `throttled` there if so)."""
+        if self._hints.held(item.throttle_key, time.monotonic()):
+            count(self._metrics, item, "throttled")
+            return NotificationStatus.throttled
         return NotificationStatus.queued if self._outbox.put(item, self._closed) else NotificationStatus.dropped
 
     def full(self) -> bool:
