@@ -94,6 +94,20 @@ def latencies(port: int, sink: Sink, count: int, tag: str) -> list[float]:
     return out
 
 
+def settle(port: int, timeout: float = 600) -> None:
+    """Wait until the server has sent its backlog of emails (a new-group run leaves thousands), so
+    the next run does not pay for this one's deliveries."""
+    names = ("errtriage_notification_queue_depth", "errtriage_notify_stream_length", "errtriage_notify_outbox_depth")
+    deadline, quiet = time.monotonic() + timeout, 0
+    while quiet < 2:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"port {port} still has notifications to send")
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        busy = any(line.startswith(names) and float(line.rsplit(" ", 1)[1]) for line in text.splitlines())
+        quiet = 0 if busy else quiet + 1
+        time.sleep(1.1)  # the stream gauges are refreshed every second
+
+
 def counters(port: int) -> dict[str, float]:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     wanted = ("errtriage_notify_outbox_depth", "errtriage_redis_errors_total", "errtriage_notifications_total")
@@ -148,6 +162,7 @@ def main() -> None:
                                  2 if round_ == 0 else opts.seconds, scratch / f"{kind}.lua", wrk_prefix)
                     if round_:
                         results.setdefault((mode, kind), []).append(rps)
+                    settle(port)
         seen = {mode: counters(port) for mode, port in ports.items()}
     finally:
         for proc in procs:
