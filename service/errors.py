@@ -3,8 +3,10 @@
     ErrtriageError
     ├── RulesInvalid          a rules directory did not load; .errors lists every RuleError
     ├── SettingsInvalid       a setting is out of range or malformed (startup stops)
-    └── DeliveryError         a channel could not send; .transient says if a retry may help
-        └── DeliveryTimeout   (also a TimeoutError) the send took longer than its timeout
+    ├── DeliveryError         a channel could not send; .transient says if a retry may help
+    │   └── DeliveryTimeout   (also a TimeoutError) the send took longer than its timeout
+    └── EntryUnusable         a stored notification cannot be delivered any more (its route or
+                              channel is gone, or it does not decode); .channel, .class_, .summary
 """
 
 from __future__ import annotations
@@ -54,3 +56,11 @@ class DeliveryError(ErrtriageError):
 class DeliveryTimeout(DeliveryError, TimeoutError):
     def __init__(self, message: str) -> None:
         super().__init__(message, transient=True)
+
+
+class EntryUnusable(ErrtriageError):
+    def __init__(self, message: str, channel: str, class_: str, summary: dict[str, object]) -> None:
+        super().__init__(message)
+        self.channel = channel
+        self.class_ = class_
+        self.summary = summary

@@ -16,6 +16,7 @@ OTHER_PROVIDER = "other"
 NO_PROVIDER = "none"
 NOTIFY_OUTCOMES = ("sent", "failed", "retried", "throttled", "silenced", "dropped", "no_recipient")
 RELOAD_OUTCOMES = ("success", "failure")
+REDIS_OPERATIONS = ("write", "read", "ack", "claim", "refresh", "stats", "group")
 TABLES = ("classes", "rules", "providers", "routes", "channels", "templates", "silences")
 
 
@@ -62,6 +63,32 @@ class Metrics:
             "errtriage_notification_queue_depth", "Notifications waiting to be sent.",
             multiprocess_mode="livesum", **kw,
         )
+        # With ERRTRIAGE_REDIS_URL: the shared stream (every process reports the same value: take the
+        # max across replicas, never the sum), this process's outbox, Redis faults and claims (counters).
+        self.stream_length = Gauge(
+            "errtriage_notify_stream_length", "Notifications in the shared Redis stream (not yet acknowledged).",
+            multiprocess_mode="livemax", **kw,
+        )
+        self.stream_pending = Gauge(
+            "errtriage_notify_stream_pending", "Stream entries read by a consumer and not yet acknowledged.",
+            multiprocess_mode="livemax", **kw,
+        )
+        self.outbox_depth = Gauge(
+            "errtriage_notify_outbox_depth", "Notifications held in this process until written to Redis.",
+            multiprocess_mode="livesum", **kw,
+        )
+        self.redis_up = Gauge(
+            "errtriage_redis_up", "1 if this process's last Redis operation succeeded, else 0.",
+            multiprocess_mode="livemin", **kw,
+        )
+        self.redis_errors = Counter(
+            "errtriage_redis_errors", "Failed Redis operations, by operation.", ["operation"], **kw,
+        )
+        self.claims = Counter(
+            "errtriage_notify_claims", "Stream entries claimed from a consumer that stopped refreshing them.", **kw,
+        )
+        for operation in REDIS_OPERATIONS:
+            self.redis_errors.labels(operation)
         self.reloads = Counter("errtriage_rules_reload", "Rule reloads by outcome.", ["outcome"], **kw)
         self.last_reload_success = Gauge(
             "errtriage_rules_last_reload_success", "1 if the last rule reload succeeded, else 0.",

@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     notify_test_deadline_seconds: float = Field(15.0, gt=0, le=300,
                                                 description="Retries of POST /v1/notifications/test stop after this.")
     notify_throttle_max_keys: int = Field(100_000, ge=100, le=10_000_000, description="Throttle groups remembered.")
+    redis_url: str | None = Field(None, description="Shared state across processes (redis://host:6379/0); "
+                                  "unset: throttle and queue in this process.")
+    notify_claim_seconds: float = Field(30.0, gt=0, le=3600, description="A notification another process has "
+                                        "held this long without refreshing it is claimed (XAUTOCLAIM).")
+    notify_stream_max_length: int = Field(100_000, ge=10, le=100_000_000,
+                                          description="Notifications the Redis stream holds; past it, dropped.")
     shutdown_grace_seconds: float = Field(20.0, ge=0, le=600)
     multiproc_dir: Path | None = Field(None, description="prometheus-client multiprocess directory (workers > 1).")
 
@@ -60,6 +66,8 @@ class Settings(BaseSettings):
     def _consistent(self) -> Settings:
         if self.smtp_password is not None and not self.smtp_username:
             raise ValueError("smtp_password is set but smtp_username is not")
+        if self.redis_url is not None and not self.redis_url.strip():
+            object.__setattr__(self, "redis_url", None)  # ERRTRIAGE_REDIS_URL= (empty) means unset
         if self.smtp_tls == "tls" and self.smtp_port == 587:
             object.__setattr__(self, "smtp_port", 465)
         return self

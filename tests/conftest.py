@@ -251,3 +251,44 @@ def notify_settings(make_settings: Callable[..., Settings]) -> Callable[..., Set
         return make_settings(**values)
 
     return build
+
+
+# --- Redis: a real redis-server per session (flushed for each test), or one of a test's own ------------
+
+import redis  # noqa: E402
+
+from tests.servers import RedisServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server (.ci/run does)")
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_session: RedisServer) -> Iterator[str]:
+    """The session's Redis, emptied for this test."""
+    with redis.Redis.from_url(redis_session.url) as client:
+        client.flushall()
+    yield redis_session.url
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """redis_server(start=True) -> a Redis of this test's own, to stop, pause or restart."""
+    servers: list[RedisServer] = []
+
+    def make(start: bool = True) -> RedisServer:
+        server = RedisServer(tmp_path / f"redis{len(servers)}")
+        servers.append(server)
+        return server.start() if start else server
+
+    yield make
+    for server in servers:
+        if server.proc is not None:
+            server.resume()
+        server.stop()

@@ -85,3 +85,50 @@ class Process:
                 self.proc.wait()
         self._out.close()
         return self.proc.returncode
+
+
+class RedisServer:
+    """A real redis-server (the Debian package) on a free loopback port, stopped by its pid.
+    Append-only file with `appendfsync always`: what Redis acknowledged survives a SIGKILL."""
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.directory = directory
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 10) -> RedisServer:
+        import redis
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        log = (self.directory / "redis.log").open("ab")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+             "--appendfsync", "always", "--dir", str(self.directory), "--daemonize", "no"],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if client.ping():
+                    client.close()
+                    return self
+            except redis.RedisError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not start: {(self.directory / 'redis.log').read_text()}")
+                time.sleep(0.05)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(timeout=20)
+        self.proc = None
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)

@@ -28,3 +28,16 @@ def test_dockerfile_builds_with_the_classic_builder_too() -> None:
     assert "# syntax=" not in text and "--mount" not in text and "<<" not in text and "@sha256:" not in text
     assert "FROM python:3.12-slim" in text and "EXPOSE 8080" in text and "HEALTHCHECK" in text
     assert "\nUSER 10001" in text
+
+
+def test_compose_runs_two_replicas_on_one_persistent_redis() -> None:
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    replicas = [s for s in compose["services"].values() if s.get("build") == "."]
+    assert len(replicas) == 2
+    assert {s["environment"]["ERRTRIAGE_REDIS_URL"] for s in replicas} == {"redis://redis:6379/0"}
+    command = compose["services"]["redis"]["command"]
+    assert command[command.index("--appendonly") + 1] == "yes" and "--appendfsync" in command
+    targets = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())["scrape_configs"][0]
+    assert len(targets["static_configs"][0]["targets"]) == 2

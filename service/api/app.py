@@ -64,7 +64,7 @@ def _lifespan(services: Services) -> Any:
             tasks.add(asyncio.create_task(services.store.watch(stop)))
         _install_sighup(asyncio.get_running_loop(), services.store, tasks)
         if services.notifier is not None:
-            await services.notifier.start()
+            await services.notifier.start(lambda: services.store.current)
         try:
             yield
         finally:

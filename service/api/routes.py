@@ -63,15 +63,19 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses=problem_responses(503), summary="Readiness: rules loaded, queue not full")
 async def readyz(services: ServicesDep) -> dict[str, Any]:
+    """With ERRTRIAGE_REDIS_URL, `redis` says "up" or "down". Redis down alone keeps the process
+    ready: it still classifies and counts, and holds notifications in its outbox until Redis is
+    back; only a full outbox (like a full queue) makes it unready."""
     problems = []
     if not services.store.ready:
         problems.append("no ruleset loaded")
+    state = services.notifier.state() if services.notifier is not None else {}
     if services.notifier is not None and services.notifier.queue_full():
-        problems.append("notification queue is full")
+        problems.append("notification queue is full" if not state else "notification outbox is full")
     if problems:
-        raise ProblemError(503, "; ".join(problems))
+        raise ProblemError(503, "; ".join(problems) + "".join(f"; {k} {v}" for k, v in state.items()))
     return {"status": "ready", "rules_version": services.store.current.version,
-            "fallback": services.store.fallback_state}
+            "fallback": services.store.fallback_state, **state}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -39,6 +39,7 @@ class Delivery:
     created: float
     deadline: float
     throttle_key: Hashable
+    throttle_window: float = 0.0
 
     @property
     def notification_id(self) -> str:
@@ -104,8 +105,13 @@ class Deliverer:
 
     def fail(self, item: Delivery, out: Outgoing | None, reason: str) -> None:
         """Count a final failure and log it with everything that was to be sent."""
-        self._count(item, "failed")
         notification = out.summary() if out is not None else {
             "notification_id": item.notification_id, "route": item.route, "channel": item.channel.id,
             "class": item.class_, "to": list(item.recipients)}
+        self.give_up(item.channel.id, item.class_, notification, reason)
+
+    def give_up(self, channel_id: str, class_id: str, notification: dict[str, object], reason: str) -> None:
+        """Count and log a final failure of a notification that may not even be a Delivery any more
+        (a stored entry whose route or channel a reload removed)."""
+        self._metrics.notification_count(channel_id, class_id, "failed").inc()
         self._logger.error("notification failed", extra={"error": redact(reason), "notification": notification})

@@ -1,7 +1,8 @@
 """The notifier: small stages, alertmanager style, off the request path.
 
     dispatch() (synchronous, never blocks; called by /v1/errors):
-        route -> silence -> recipient -> throttle -> enqueue (bounded; full -> dropped)
+        route -> silence -> recipient -> queue stage (queue.py: throttle + bounded queue in this
+        process, or, with ERRTRIAGE_REDIS_URL, an outbox to the shared throttle and stream)
     N worker tasks:
         render -> retry (transient failures only, backoff + jitter, deadline) -> channel
 
@@ -36,7 +37,7 @@ from service.notify.delivery import Deliverer, Delivery
 from service.notify.probe import ProbeResult, probe_message, probe_recipients
 from service.notify.retry import Backoff, Retrier
 from service.notify.schema import ChannelSpec, EmailChannelSpec, RouteSpec, checked_address
-from service.notify.throttle import Throttle
+from service.notify.queue import DeliveryQueue, MemoryQueue, Rules
 from service.notify.variables import group_of
 from service.redact import redact
 from service.settings import Settings
@@ -44,9 +45,6 @@ from service.settings import Settings
 # What a route's outcome says when its channels differ: the first of these any channel reached.
 _RANK = {status: rank for rank, status in enumerate((NotificationStatus.queued, NotificationStatus.throttled,
                                                       NotificationStatus.dropped, NotificationStatus.no_recipient))}
-_NOT_DELIVERED = "not delivered before shutdown"
-_CANCEL_ROUNDS = 5
-_CANCEL_WAIT_SECONDS = 1.0
 
 
 def valid_address(address: str) -> str | None:
@@ -97,8 +95,6 @@ class Notifier:
         self._metrics = metrics
         self._clock = clock
         self._logger = logging.getLogger("errtriage.notify")
-        self._queue: asyncio.Queue[Delivery] = asyncio.Queue(settings.notify_queue_size)
-        self._throttle = Throttle(settings.notify_throttle_max_keys)
         self._valid_address = functools.lru_cache(maxsize=4096)(valid_address)  # validation costs ~50 µs
         self._channels = Channels(settings, environ=os.environ if environ is None else environ, clock=clock,
                                   logger=self._logger, http_transport=http_transport,
@@ -106,8 +102,13 @@ class Notifier:
         backoff = Backoff(settings.notify_retry_base_seconds, settings.notify_retry_max_seconds,
                           jitter or random.Random().random)
         self._deliverer = Deliverer(self._channels, Retrier(backoff, clock, sleep), metrics, clock, self._logger)
-        self._workers: list[asyncio.Task[None]] = []
-        self._closed = False
+        self._queue: DeliveryQueue
+        if settings.redis_url:
+            from service.notify.redis_queue import RedisQueue  # the redis client is imported only when used
+
+            self._queue = RedisQueue(settings, metrics, self._deliverer, self._logger, clock)
+        else:
+            self._queue = MemoryQueue(settings, metrics, self._deliverer, self._logger)
 
     # -- the request path -------------------------------------------------------------------------
 
@@ -135,29 +136,11 @@ class Notifier:
         if recipients is None:
             self._count(spec.id, classification.class_, "no_recipient")
             return NotificationStatus.no_recipient
-        key = throttle_key(route, spec.id, group)
-        if not self._throttle.admit(key, route.throttle, now):
-            self._count(spec.id, classification.class_, "throttled")
-            return NotificationStatus.throttled
         item = Delivery(classification, error, route.id, config.provider_names.get(classification.provider or ""),
                         spec, config.templates[route.template], recipients, now,
-                        now + self._settings.notify_deadline_seconds, key)
-        return self._enqueue(item)
-
-    def _enqueue(self, item: Delivery) -> NotificationStatus:
-        try:
-            if self._closed:
-                raise asyncio.QueueFull
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            self._throttle.release(item.throttle_key)
-            self._count(item.channel.id, item.class_, "dropped")
-            self._logger.warning("notification dropped: the queue is full" if not self._closed else
-                                 "notification dropped: shutting down",
-                                 extra={"notification_id": item.notification_id, "channel": item.channel.id})
-            return NotificationStatus.dropped
-        self._metrics.queue_depth.set(self._queue.qsize())
-        return NotificationStatus.queued
+                        now + self._settings.notify_deadline_seconds, throttle_key(route, spec.id, group),
+                        route.throttle)
+        return self._queue.submit(item)
 
     def _count(self, channel_id: str, class_id: str, outcome: str) -> None:
         self._metrics.notification_count(channel_id, class_id, outcome).inc()
@@ -165,60 +148,26 @@ class Notifier:
     def queue_full(self) -> bool:
         return self._queue.full()
 
+    def state(self) -> dict[str, str]:
+        """What /readyz reports about the queue's backing store ({"redis": "up"} with Redis)."""
+        return self._queue.state()
+
     # -- the workers ------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start the worker tasks (idempotent)."""
-        if not self._workers:
-            self._workers = [asyncio.create_task(self._work(), name=f"errtriage-notify-{n}")
-                             for n in range(self._settings.notify_workers)]
-
-    async def _work(self) -> None:
-        while True:
-            item = await self._queue.get()
-            self._metrics.queue_depth.set(self._queue.qsize())
-            try:
-                await self._deliverer.deliver(item)
-            except asyncio.CancelledError:
-                self._deliverer.fail(item, None, _NOT_DELIVERED)
-                raise
-            finally:
-                self._queue.task_done()
+    async def start(self, rules: Rules | None = None) -> None:
+        """Start the worker tasks (idempotent). `rules` returns the serving Ruleset: with Redis, a
+        stored notification's route, channel and template are looked up in it when it is delivered."""
+        await self._queue.start(rules or (lambda: None))
 
     async def drain(self) -> None:
         """Wait until every queued notification has been delivered or has finally failed."""
-        await self._queue.join()
+        await self._queue.drain()
 
     async def stop(self, grace: float) -> None:
-        """Stop taking notifications, drain the queue for up to `grace` seconds, then cancel the
-        workers. Whatever was not delivered by then is logged and counted `failed`."""
-        self._closed = True
-        if self._workers:
-            try:
-                await asyncio.wait_for(self._queue.join(), timeout=grace)
-            except TimeoutError:
-                self._logger.warning("notification queue not drained within the grace period",
-                                     extra={"grace_seconds": grace, "queued": self._queue.qsize()})
-        await self._cancel_workers()
-        self._workers = []
-        while not self._queue.empty():
-            self._deliverer.fail(self._queue.get_nowait(), None, _NOT_DELIVERED)
-            self._queue.task_done()
-        self._metrics.queue_depth.set(0)
+        """Stop taking notifications, drain for up to `grace` seconds, then stop the workers
+        (queue.py says what becomes of what is left), and close the channels."""
+        await self._queue.stop(grace)
         await self._channels.aclose()
-
-    async def _cancel_workers(self) -> None:
-        """Cancel the workers, and again if one swallowed it: on Python 3.11 a cancellation that
-        lands as an inner wait_for finishes can be lost (gh-86296), and a worker stuck in a send
-        must never hold shutdown forever."""
-        pending = set(self._workers)
-        for _ in range(_CANCEL_ROUNDS):
-            for task in pending:
-                task.cancel()
-            _, pending = await asyncio.wait(pending, timeout=_CANCEL_WAIT_SECONDS)
-            if not pending:
-                return
-        self._logger.error("notification workers did not stop", extra={"workers": len(pending)})
 
     # -- the operator's test message --------------------------------------------------------------
 

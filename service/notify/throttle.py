@@ -2,6 +2,8 @@
 
 In memory and per process (with N worker processes a group can be notified up to N
 times per window). Bounded: past `max_keys`, expired keys are swept, then the oldest go.
+With Redis the verdict is shared (outbox.py); a Throttle then only remembers the windows Redis
+reported (`hold`), so repeats of a group already throttled are answered in process (`held`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ class Throttle:
         if len(self._until) > self._max_keys:
             self._shrink(now)
         return True
+
+    def held(self, key: Hashable, now: float) -> bool:
+        """True while a window remembered for this group is still open."""
+        until = self._until.get(key)
+        return until is not None and now < until
+
+    def hold(self, key: Hashable, until: float, now: float) -> None:
+        """Remember that this group's window is open until `until` (as a shared store reported it)."""
+        self._until.pop(key, None)
+        self._until[key] = until
+        if len(self._until) > self._max_keys:
+            self._shrink(now)
 
     def release(self, key: Hashable) -> None:
         """Forget a group whose notification was never queued (dropped), so the next one may go."""
