@@ -39,6 +39,7 @@ class Case:
     where: str
     report: dict[str, Any]
     expect: dict[str, Any]
+    note: str = ""
 
 
 @dataclass
@@ -59,7 +60,7 @@ def load_cases(folder: Path, section: str) -> list[Case]:
     cases = []
     for path in sorted(folder.glob("*.yaml")):
         for index, item in enumerate(yaml.safe_load(path.read_text())[section]):
-            cases.append(Case(f"{path.name}#{index}", item["report"], item["expect"]))
+            cases.append(Case(f"{path.name}#{index}", item["report"], item["expect"], str(item.get("note") or "")))
     return cases
 
 
@@ -73,6 +74,8 @@ def score(ruleset: Ruleset, cases: list[Case]) -> Score:
                   "retryable": got.retryable == want_retryable}
         if "provider" in case.expect and want_class != "unknown":  # whose an unknown error is: not scored
             checks["provider"] = got.provider == case.expect["provider"]
+            if "provider from context" not in case.note:  # the collector read it off the thread, not the error
+                checks["provider_in_text"] = checks["provider"]
         if want_class == "unknown":
             checks["negatives"] = got.class_ == "unknown"
         result.cases += 1
@@ -90,12 +93,13 @@ def score(ruleset: Ruleset, cases: list[Case]) -> Score:
 
 def report(columns: dict[str, Score]) -> None:
     names = list(columns)
-    print(f"{'':22}" + "".join(f"{name:>18}" for name in names))
-    print(f"{'cases':22}" + "".join(f"{columns[n].cases:>18}" for n in names))
+    print(f"{'':22}" + "".join(f"{name:>20}" for name in names))
+    print(f"{'cases':22}" + "".join(f"{columns[n].cases:>20}" for n in names))
     for key, label in (("class", "class"), ("reason", "reason"), ("provider", "provider"),
+                       ("provider_in_text", "provider, told by text"),
                        ("retryable", "retryable"), ("negatives", "hard negatives unknown")):
-        print(f"{label:22}" + "".join(f"{columns[n].ratio(key):>18}" for n in names))
-    print(f"{'decided by fallback':22}" + "".join(f"{columns[n].decided_by['fallback']:>18}" for n in names))
+        print(f"{label:22}" + "".join(f"{columns[n].ratio(key):>20}" for n in names))
+    print(f"{'decided by fallback':22}" + "".join(f"{columns[n].decided_by['fallback']:>20}" for n in names))
     print("\nrecall per class")
     classes = sorted({c for s in columns.values() for c in s.per_class})
     for class_id in classes:
@@ -105,7 +109,7 @@ def report(columns: dict[str, Score]) -> None:
             total = s.per_class[class_id]
             cells.append(f"{s.per_class_right[class_id]:>5}/{total:<4} {s.per_class_right[class_id] / total:6.1%}"
                          if total else f"{'-':>17}")
-        print(f"  {class_id:20}" + "".join(f"{cell:>18}" for cell in cells))
+        print(f"  {class_id:20}" + "".join(f"{cell:>20}" for cell in cells))
 
 
 def main() -> None:

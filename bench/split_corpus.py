@@ -6,8 +6,9 @@ COLLECTED_DIR holds one folder per collector, each with YAML files of `cases:` (
 note, report, expect). Every case is checked (a valid report, a declared class and reason);
 a case whose message the corpus already has is skipped. The part a case goes to depends
 only on its source's origin (a GitHub repository, or a web site's host), hashed: all
-cases from one origin land in the same part, so no rule written from the tuning part has
-seen a phrasing from a held-out origin.
+cases from one origin land in the same part, and an origin the tuning part already has
+keeps its new cases there, so no rule written from the tuning part has seen a phrasing
+from a held-out origin.
   held-out -> tests/corpus/<collector>-<file>.yaml   (`cases:`; never shipped, never trained on)
   tune     -> rules/examples/<collector>-<file>.yaml (`examples:`; the fallback learns from it)
 """
@@ -57,6 +58,12 @@ def _key(report: dict[str, Any]) -> str:
     return " ".join(str(text).split()).lower()
 
 
+def _tuning_origins() -> set[str]:
+    """Origins the tuning part already has: their new cases join it (a rule was written from them)."""
+    return {origin(str(item["source"])) for path in TUNE.glob("*.yaml")
+            for item in yaml.safe_load(path.read_text())["examples"]}
+
+
 def _known_messages() -> set[str]:
     seen = set()
     for folder, section in ((HELD_OUT, "cases"), (TUNE, "examples")):
@@ -91,6 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     vocabulary = {c.id: set(c.reasons) for c in load_ruleset(ROOT / "rules").classes.values()}
     seen = _known_messages()
+    tuning = _tuning_origins()
     counts: Counter[str] = Counter()
     for path in sorted(args.collected.glob("*/*.yaml")):
         parts: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
@@ -105,7 +113,8 @@ def main() -> None:
                 counts["duplicate"] += 1
                 continue
             seen.add(key)
-            parts[held_out(str(case["source"]), args.held_out_percent)].append(case)
+            source = str(case["source"])
+            parts[held_out(source, args.held_out_percent) and origin(source) not in tuning].append(case)
         name = f"{path.parent.name}-{path.stem}.yaml"
         where = f"# Collected from public sources (each case names its own); split by source: see bench/split_corpus.py.\n"
         if parts[True]:

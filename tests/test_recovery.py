@@ -94,6 +94,15 @@ def test_credentials_name_the_exact_argument(shipped: Ruleset, message: str, arg
     assert argument in body["recovery"]["retry_hint"] and "_apikey" not in body["recovery"]["retry_hint"]
 
 
+def test_a_hint_whose_capture_is_missing_never_shows_its_placeholder(shipped: Ruleset) -> None:
+    """The key argument named in a phrasing no pattern captures: the hint says it without it."""
+    body = advise(shipped, message="Altos Research API key required. This tool reads its key from the _altosKey "
+                  "argument.", tool="altos_market_stats")
+    assert body["class"] == "auth_required" and "key_argument" not in body["details"]
+    hint = body["recovery"]["retry_hint"]
+    assert hint and "{" not in hint and "}" not in hint and "exact argument name the message gives" in hint
+
+
 def test_zero_results_is_a_question_about_the_input(shipped: Ruleset) -> None:
     body = advise(shipped, tool="fda_drug_events", raw={"total": 0, "skip": 0, "limit": 0, "results": []})
     assert (body["class"], body["reason"], body["retryable"]) == ("empty_result", "zero_results", False)
