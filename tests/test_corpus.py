@@ -22,8 +22,8 @@ from service.rules.engine import Ruleset
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "tests" / "corpus"
 TUNE = ROOT / "rules" / "examples"
-TUNE_CLASS_FLOOR = 0.90  # the rules alone on the cases they were written from: a regression guard
-TUNE_REASON_FLOOR = 0.88
+TUNE_CLASS_FLOOR = 0.88  # the rules alone on the cases they were written from: a regression guard
+TUNE_REASON_FLOOR = 0.86
 
 
 def _cases(folder: Path, section: str) -> list[tuple[str, dict[str, Any]]]:
