@@ -141,6 +141,29 @@ def test_git_errors_report_stderr_and_the_command() -> None:
     assert report["raw"] == {"command": ["git", "push", "origin", "main"], "returncode": 128}
 
 
+def test_a_wrapper_takes_what_the_error_it_wraps_carries() -> None:
+    class ChainError(Exception):
+        pass
+
+    try:
+        try:
+            raise openai_quota()
+        except Exception as exc:
+            raise ChainError("summarize chain failed") from exc
+    except ChainError as wrapper:
+        report = from_exception(wrapper)
+    assert (report["type"], report["status"], report["code"], report["provider"]) == (
+        "ChainError", 429, "insufficient_quota", "openai")
+    assert report["message"].startswith("summarize chain failed\nRateLimitError: Error code: 429")
+    try:
+        try:
+            raise openai_quota()
+        except Exception:
+            raise KeyError("unrelated")  # an implicit context is not what failed
+    except KeyError as unrelated:
+        assert "status" not in from_exception(unrelated)
+
+
 def test_strange_exceptions_still_make_a_report() -> None:
     class Weird(Exception):
         @property
@@ -297,6 +320,9 @@ def test_agent_actions_are_handed_back_with_the_hint(url: str) -> None:
         follow_recovery(errtriage, Flaky(missing), tool="ct_get_study", attempt=2, sleep=lambda s: None)
     assert fix.value.action == "fix_arguments" and fix.value.attempt == 2
     assert fix.value.classification.recovery.attempts_left == 1 and fix.value.wait_seconds == 1.0
+    with Client(url) as errtriage, pytest.raises(GaveUp) as capped:  # no try left for the repair
+        follow_recovery(errtriage, Flaky(missing), tool="ct_get_study", attempt=2, max_attempts=2)
+    assert capped.value.action == "fix_arguments" and capped.value.attempt == 2
 
 
 def test_errtriage_down_reraises_the_calls_own_error() -> None:

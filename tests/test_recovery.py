@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from errtriage_client import Client, GaveUp
+from errtriage_client import Client, GaveUp, NeedsAgent
 from examples.agent_loop import ToolFailed, call_with_recovery
 from service.models import ErrorReport
 from service.rules.engine import Ruleset
@@ -193,3 +193,18 @@ def test_the_agent_loop_gives_up_when_advised(live: Callable[..., httpx.Client])
         call_with_recovery(always_broken, "summarize", {}, [], errtriage, sleep=lambda s: None)
     assert isinstance(stopped.value, GaveUp) and stopped.value.attempt == 1
     assert isinstance(stopped.value.__cause__, ToolFailed)
+
+
+def test_the_agent_loop_hands_credentials_back_to_its_caller(live: Callable[..., httpx.Client]) -> None:
+    api = live()
+    calls: list[str] = []
+
+    def needs_key(tool: str, arguments: dict[str, Any]) -> str:
+        calls.append(tool)
+        raise ToolFailed(mcp_result({"error": "tool_error", "message": "ATTOM API key required. Get one at "
+                                     "https://api.gateway.attomdata.com and pass via _apiKey."}))
+
+    with Client(str(api.base_url), raise_errors=True) as errtriage, pytest.raises(NeedsAgent) as needed:
+        call_with_recovery(needs_key, "attom_avm", {}, [], errtriage, sleep=lambda s: pytest.fail("no wait"))
+    assert calls == ["attom_avm"] and needed.value.action == "provide_credentials"
+    assert needed.value.classification.details["key_argument"] == "_apiKey" and "_apiKey" in needed.value.hint

@@ -5,6 +5,7 @@ On each failure the helper reports it (with `attempt`, 1-based) and then, by the
 - an action only the agent can take (`fix_arguments`, `discover_tool`, `repair_tool_call`,
   `provide_credentials`, `check_input`): raises `NeedsAgent` with the action, the hint and
   the classification (the original exception chained);
+  (a repair that would need another try is handed back only while `max_attempts` allows one);
 - not retryable, or `attempts_left == 0`, or `max_attempts` tries made: raises `GaveUp`
   (a `RuntimeError`: "class/reason: action");
 - otherwise waits `backoff_ms[0]` (the injected `sleep`) and tries again.
@@ -27,6 +28,7 @@ from .client import AsyncClient, Client
 from .types import AGENT_ACTIONS, Classification
 
 T = TypeVar("T")
+_NOT_A_RETRY = frozenset({"provide_credentials", "check_input"})  # handed back even on the last attempt
 ToReport = Callable[[BaseException], "BaseException | Mapping[str, Any]"]
 
 
@@ -79,7 +81,7 @@ def _decide(advice: Classification | None, failure: BaseException, attempt: int,
     if advice is None:
         raise failure
     recovery = advice.recovery
-    if recovery.action in AGENT_ACTIONS:
+    if recovery.action in AGENT_ACTIONS and (recovery.action in _NOT_A_RETRY or attempt < max_attempts):
         raise NeedsAgent(advice, attempt) from failure
     if not advice.retryable or recovery.attempts_left <= 0 or attempt >= max_attempts:
         raise GaveUp(advice, attempt) from failure

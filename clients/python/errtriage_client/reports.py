@@ -37,8 +37,10 @@ _BEDROCK_OPERATIONS = frozenset({"InvokeModel", "InvokeModelWithResponseStream",
 _WAIT_HEADERS = ("retry-after", "retry-after-ms", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
 
 
-def from_exception(exc: BaseException) -> dict[str, Any]:
-    """A report (type, message, status, code, provider, raw, context) from any exception. Never raises."""
+def from_exception(exc: BaseException, *, _depth: int = 0) -> dict[str, Any]:
+    """A report (type, message, status, code, provider, raw, context) from any exception. Never raises.
+    An exception that carries none of them takes them from the one it wraps (`__cause__`)."""
+    depth = _depth
     report: dict[str, Any] = {"type": type(exc).__name__}
     try:
         _fill(exc, report)
@@ -46,7 +48,29 @@ def from_exception(exc: BaseException) -> dict[str, Any]:
         pass
     if not report.get("message"):
         report["message"] = _text(_safe_str(exc)) or type(exc).__name__
+    if report.get("status") is None and report.get("raw") is None:
+        _from_cause(exc, report, depth)
     return {key: value for key, value in report.items() if value not in (None, "", {}, [])}
+
+
+def _from_cause(exc: BaseException, report: dict[str, Any], depth: int) -> None:
+    """A wrapper (a framework's own error, tenacity's RetryError) says little: take what the
+    exception it wraps carries (status, code, body, provider, URL), keeping the wrapper's text."""
+    last = getattr(exc, "last_attempt", None)  # tenacity.RetryError
+    inner = exc.__cause__  # `raise ... from`, never an implicit context (an unrelated error while handling)
+    if inner is None and last is not None and callable(getattr(last, "exception", None)):
+        try:
+            inner = last.exception()
+        except Exception:
+            inner = None
+    if not isinstance(inner, BaseException) or depth >= 5:
+        return
+    found = from_exception(inner, _depth=depth + 1)
+    if found.get("type"):
+        report["message"] = f"{report['message']}\n{found['type']}: {found.get('message', '')}"[:MAX_TEXT]
+    for key in ("status", "code", "raw", "provider", "context"):
+        if report.get(key) in (None, "", {}) and key in found:
+            report[key] = found[key]
 
 
 def _fill(exc: BaseException, report: dict[str, Any]) -> None:
