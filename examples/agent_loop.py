@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from errtriage_client import Client, NeedsAgent, follow_recovery
@@ -24,7 +25,7 @@ def call_with_recovery(call: Callable[[str, dict[str, Any]], Any], tool: str, ar
     attempt = 1
     while True:
         try:  # retries and backoff as advised; GaveUp (a RuntimeError) when a human must decide
-            return follow_recovery(errtriage, lambda: call(tool, arguments), tool=tool, attempt=attempt,
+            return follow_recovery(errtriage, partial(call, tool, arguments), tool=tool, attempt=attempt,
                                    context={"available_tools": available_tools}, retry_on=ToolFailed,
                                    to_report=lambda failure: {"raw": failure.raw}, sleep=sleep)
         except NeedsAgent as needed:

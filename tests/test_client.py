@@ -12,9 +12,20 @@ from typing import Any
 
 import httpx
 import pytest
+from errtriage_client import (
+    AsyncClient,
+    Classification,
+    Client,
+    ErrtriageError,
+    GaveUp,
+    LoggingHandler,
+    NeedsAgent,
+    follow_recovery,
+    follow_recovery_async,
+    from_exception,
+    recovering,
+)
 
-from errtriage_client import (AsyncClient, Classification, Client, ErrtriageError, GaveUp, LoggingHandler,
-                              NeedsAgent, follow_recovery, follow_recovery_async, from_exception, recovering)
 from tests.servers import free_port
 
 # --- exception classes shaped like the SDKs' (the stacks themselves are not installed) ---------------
@@ -158,7 +169,7 @@ def test_a_wrapper_takes_what_the_error_it_wraps_carries() -> None:
     try:
         try:
             raise openai_quota()
-        except Exception:
+        except OpenAIRateLimitError:
             raise KeyError("unrelated")  # an implicit context is not what failed
     except KeyError as unrelated:
         assert "status" not in from_exception(unrelated)

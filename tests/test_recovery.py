@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from errtriage_client import Client, GaveUp, NeedsAgent
+
 from examples.agent_loop import ToolFailed, call_with_recovery
 from service.models import ErrorReport
 from service.rules.engine import Ruleset

@@ -65,7 +65,6 @@ class _Base:
         if self.raise_errors:
             raise ErrtriageError(message, status) from cause
         log.debug("errtriage: %s", message)
-        return None
 
 
 class Client(_Base):
@@ -101,7 +100,7 @@ class Client(_Base):
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Client:  # noqa: PYI034 - typing.Self needs 3.11; the client supports 3.10
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -141,7 +140,7 @@ class AsyncClient(_Base):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self) -> AsyncClient:  # noqa: PYI034 - as __enter__
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -44,7 +44,7 @@ def from_exception(exc: BaseException, *, _depth: int = 0) -> dict[str, Any]:
     report: dict[str, Any] = {"type": type(exc).__name__}
     try:
         _fill(exc, report)
-    except Exception:  # a strange attribute (a property that raises): keep what is known
+    except Exception:  # noqa: BLE001,S110 - a strange attribute (a property that raises): keep what is known
         pass
     if not report.get("message"):
         report["message"] = _text(_safe_str(exc)) or type(exc).__name__
@@ -61,7 +61,7 @@ def _from_cause(exc: BaseException, report: dict[str, Any], depth: int) -> None:
     if inner is None and last is not None and callable(getattr(last, "exception", None)):
         try:
             inner = last.exception()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a future that is not one: no cause to read
             inner = None
     if not isinstance(inner, BaseException) or depth >= 5:
         return
@@ -181,7 +181,7 @@ def _url(exc: BaseException, response: Any) -> str | None:
     for holder in (getattr(exc, "request", None), getattr(response, "request", None), response):
         try:
             url = getattr(holder, "url", None)
-        except Exception:  # httpx raises when a response has no request
+        except Exception:  # noqa: BLE001,S112 - httpx raises when a response has no request
             continue
         if url is not None and str(url).startswith(("http://", "https://")):
             return str(url).split("?", 1)[0][:2000]  # query strings may hold keys
@@ -191,7 +191,7 @@ def _url(exc: BaseException, response: Any) -> str | None:
 def _safe_str(exc: BaseException) -> str:
     try:
         return str(exc)
-    except Exception:
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still gets reported
         return ""
 
 
@@ -219,7 +219,7 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
 def _safe_repr(value: Any) -> str:
     try:
         return str(value)
-    except Exception:
+    except Exception:  # noqa: BLE001 - unprintable objects become their type's name
         return type(value).__name__
 
 
