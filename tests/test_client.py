@@ -8,7 +8,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -91,7 +90,8 @@ def httpx_rate_limited() -> httpx.HTTPStatusError:
 
 class _RequestsResponse:
     def __init__(self, status: int, text: str, url: str) -> None:
-        self.status_code, self.text, self.url, self.headers = status, text, url, {}
+        self.status_code, self.text, self.url = status, text, url
+        self.headers: dict[str, str] = {}
 
 
 def requests_bad_credentials() -> Exception:
@@ -396,7 +396,7 @@ def test_handler_posts_error_records_with_exceptions(live: Callable[..., httpx.C
         app_logger.exception("summarize failed for %s", "w-42")
     app_logger.error("no exception here")
     app_logger.warning("a warning", exc_info=ValueError("below ERROR"))
-    assert handler.flush(10)
+    assert handler.drain(10)
     assert (handler.sent, handler.dropped) == (1, 0)
     metrics = api.get("/metrics").text
     assert 'errtriage_errors_total{class="ai_credits",provider="openai",reason="quota_exceeded"} 1.0' in metrics
@@ -411,7 +411,7 @@ def test_handler_drops_and_counts_when_errtriage_is_down(app_logger: logging.Log
     for n in range(20):
         app_logger.error("failed %d", n, exc_info=anthropic_overloaded())
     assert time.monotonic() - started < 0.5  # emit never waits for the network
-    assert handler.flush(5)
+    assert handler.drain(5)
     assert (handler.sent, handler.dropped) == (0, 20)  # one refused post, the rest skipped while down
 
 
@@ -437,11 +437,15 @@ def test_handler_never_blocks_on_a_full_queue_and_close_is_bounded(app_logger: l
 
 
 def test_handler_ignores_its_own_transport_records(app_logger: logging.Logger) -> None:
-    seen: list[Any] = []
-    handler = LoggingHandler("http://errtriage.invalid",
-                             transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(500)))
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(500)
+
+    handler = LoggingHandler("http://errtriage.invalid", transport=httpx.MockTransport(record))
     for name in ("httpx", "httpcore.connection", "errtriage_client"):
         handler.handle(logging.LogRecord(name, logging.ERROR, __file__, 1, "x", None,
                                          (ValueError, ValueError("x"), None)))
-    assert handler.flush(2) and seen == [] and handler.dropped == 0
+    assert handler.drain(2) and seen == [] and handler.dropped == 0
     handler.close()

@@ -54,14 +54,16 @@ class _Base:
 
     def _read(self, response: httpx.Response) -> Classification | None:
         if response.status_code != 200:
-            return self._failed(f"errtriage answered {response.status_code}: {response.text[:500]}",
-                                response.status_code)
+            self._failed(f"errtriage answered {response.status_code}: {response.text[:500]}", response.status_code)
+            return None
         try:
             return Classification.from_json(response.json())
         except (ValueError, KeyError, TypeError) as exc:
-            return self._failed(f"errtriage answered something that is not a Classification: {exc!r}", None, exc)
+            self._failed(f"errtriage answered something that is not a Classification: {exc!r}", None, exc)
+            return None
 
     def _failed(self, message: str, status: int | None, cause: BaseException | None = None) -> None:
+        """Raises ErrtriageError with `raise_errors`, else logs at debug."""
         if self.raise_errors:
             raise ErrtriageError(message, status) from cause
         log.debug("errtriage: %s", message)
@@ -94,7 +96,8 @@ class Client(_Base):
         try:
             response = self._http.post(path, json=report, params=params)
         except Exception as exc:  # noqa: BLE001 - timeouts, refusals, a report that is not JSON: never the caller's
-            return self._failed(f"{path}: {type(exc).__name__}: {exc}", None, exc)
+            self._failed(f"{path}: {type(exc).__name__}: {exc}", None, exc)
+            return None
         return self._read(response)
 
     def close(self) -> None:
@@ -134,7 +137,8 @@ class AsyncClient(_Base):
         try:
             response = await self._http.post(path, json=report, params=params)
         except Exception as exc:  # noqa: BLE001 - timeouts, refusals, a report that is not JSON: never the caller's
-            return self._failed(f"{path}: {type(exc).__name__}: {exc}", None, exc)
+            self._failed(f"{path}: {type(exc).__name__}: {exc}", None, exc)
+            return None
         return self._read(response)
 
     async def aclose(self) -> None:

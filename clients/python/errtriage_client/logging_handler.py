@@ -95,7 +95,11 @@ class LoggingHandler(logging.Handler):
                 self._drop(1)
             self._queue.task_done()
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self) -> None:
+        """Wait at most `close_timeout` for the queue to drain (`logging.shutdown` calls it)."""
+        self.drain()
+
+    def drain(self, timeout: float | None = None) -> bool:
         """Wait (at most `timeout`, default `close_timeout`) until every queued report was handled.
         True when the queue drained."""
         deadline = time.monotonic() + (self.close_timeout if timeout is None else timeout)
@@ -114,7 +118,7 @@ class LoggingHandler(logging.Handler):
         self._closed = True
         try:
             deadline = time.monotonic() + self.close_timeout
-            self.flush(self.close_timeout)
+            self.drain(self.close_timeout)
             try:
                 self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()) or 0.01)
             except queue.Full:

@@ -82,8 +82,8 @@ def _fill(exc: BaseException, report: dict[str, Any]) -> None:
         getattr(response, "status", None), getattr(exc, "status", None),
     )
     if isinstance(response, Mapping):  # botocore ClientError: exc.response is the parsed error dict
-        error = response.get("Error") if isinstance(response.get("Error"), Mapping) else {}
-        meta = response.get("ResponseMetadata") if isinstance(response.get("ResponseMetadata"), Mapping) else {}
+        error = _mapping(response.get("Error"))
+        meta = _mapping(response.get("ResponseMetadata"))
         status = status or _first_status(meta.get("HTTPStatusCode"))
         report["code"] = _code(error.get("Code"))
         report["raw"] = _jsonable(dict(error)) if error else None
@@ -120,6 +120,10 @@ def _fill(exc: BaseException, report: dict[str, Any]) -> None:
         if command:
             report["raw"] = {"command": command[:50], "returncode": getattr(exc, "returncode", None)}
     report["provider"] = provider
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _sdk_provider(exc: BaseException) -> str | None:
