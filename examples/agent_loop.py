@@ -1,12 +1,14 @@
-"""The standard agent recovery loop: post the error to errtriage, follow `recovery`, cap the attempts."""
+"""The standard agent recovery loop on errtriage_client: `follow_recovery` retries as advised; the agent
+acts on what it hands back (a real tool name, arguments of a known-good shape), under one attempt count."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-import httpx
+from errtriage_client import Client, NeedsAgent, follow_recovery
 
 
 class ToolFailed(Exception):
@@ -18,22 +20,21 @@ class ToolFailed(Exception):
 
 
 def call_with_recovery(call: Callable[[str, dict[str, Any]], Any], tool: str, arguments: dict[str, Any],
-                       available_tools: list[str], errtriage: httpx.Client,
+                       available_tools: list[str], errtriage: Client,
                        sleep: Callable[[float], None] = time.sleep) -> Any:
     attempt = 1
     while True:
-        try:
-            return call(tool, arguments)
-        except ToolFailed as failure:
-            advice = errtriage.post("/v1/errors", json={
-                "raw": failure.raw, "tool": tool, "attempt": attempt,
-                "context": {"available_tools": available_tools}}).json()
-            recovery = advice["recovery"]
-            if not advice["retryable"]:  # attempts used up, or retrying cannot help: a human decides
-                raise RuntimeError(f"{advice['class']}/{advice['reason']}: {recovery['action']}") from failure
-            if recovery["action"] == "discover_tool" and recovery["suggested_tools"]:
-                tool = recovery["suggested_tools"][0]  # the nearest real name, never the same one
-            elif recovery["action"] == "fix_arguments" and recovery["examples"]:
-                arguments = {**arguments, **recovery["examples"][0]}  # a shape that is known to work
-            sleep(recovery["backoff_ms"][0] / 1000 if recovery["backoff_ms"] else 0)
-            attempt += 1
+        try:  # retries and backoff as advised; GaveUp (a RuntimeError) when a human must decide
+            return follow_recovery(errtriage, partial(call, tool, arguments), tool=tool, attempt=attempt,
+                                   context={"available_tools": available_tools}, retry_on=ToolFailed,
+                                   to_report=lambda failure: {"raw": failure.raw}, sleep=sleep)
+        except NeedsAgent as needed:
+            recovery = needed.classification.recovery
+            if needed.action == "discover_tool" and recovery.suggested_tools:
+                tool = recovery.suggested_tools[0]  # the nearest real name, never the same one
+            elif needed.action == "fix_arguments" and recovery.examples:
+                arguments = {**arguments, **recovery.examples[0]}  # a shape that is known to work
+            else:
+                raise  # credentials, input to check: the agent's caller decides
+            sleep(needed.wait_seconds)
+            attempt = needed.next_attempt

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from errtriage_client import Client, GaveUp, NeedsAgent
 
 from examples.agent_loop import ToolFailed, call_with_recovery
 from service.models import ErrorReport
@@ -168,8 +169,9 @@ def test_the_readme_agent_loop_recovers_against_a_real_server(live: Callable[...
         return f"holiday in {arguments['country_code']}: no"
 
     waits: list[float] = []
-    answer = call_with_recovery(tool_server, "isTodayHoliday", {}, ["list_countries", "is_today_holiday"],
-                                api, sleep=waits.append)
+    with Client(str(api.base_url), raise_errors=True) as errtriage:
+        answer = call_with_recovery(tool_server, "isTodayHoliday", {}, ["list_countries", "is_today_holiday"],
+                                    errtriage, sleep=waits.append)
     assert answer == "holiday in US: no"
     assert [c[0] for c in calls] == ["isTodayHoliday", "is_today_holiday", "is_today_holiday"]
     assert waits == [1.0, 1.0]
@@ -186,5 +188,23 @@ def test_the_agent_loop_gives_up_when_advised(live: Callable[..., httpx.Client])
         raise ToolFailed({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
                                     "code": "insufficient_quota"}})
 
-    with pytest.raises(RuntimeError, match=re.escape("ai_credits/quota_exceeded: top_up_credits")):
-        call_with_recovery(always_broken, "summarize", {}, [], api, sleep=lambda s: None)
+    with Client(str(api.base_url), raise_errors=True) as errtriage, pytest.raises(
+            RuntimeError, match=re.escape("ai_credits/quota_exceeded: top_up_credits")) as stopped:
+        call_with_recovery(always_broken, "summarize", {}, [], errtriage, sleep=lambda s: None)
+    assert isinstance(stopped.value, GaveUp) and stopped.value.attempt == 1
+    assert isinstance(stopped.value.__cause__, ToolFailed)
+
+
+def test_the_agent_loop_hands_credentials_back_to_its_caller(live: Callable[..., httpx.Client]) -> None:
+    api = live()
+    calls: list[str] = []
+
+    def needs_key(tool: str, arguments: dict[str, Any]) -> str:
+        calls.append(tool)
+        raise ToolFailed(mcp_result({"error": "tool_error", "message": "ATTOM API key required. Get one at "
+                                     "https://api.gateway.attomdata.com and pass via _apiKey."}))
+
+    with Client(str(api.base_url), raise_errors=True) as errtriage, pytest.raises(NeedsAgent) as needed:
+        call_with_recovery(needs_key, "attom_avm", {}, [], errtriage, sleep=lambda s: pytest.fail("no wait"))
+    assert calls == ["attom_avm"] and needed.value.action == "provide_credentials"
+    assert needed.value.classification.details["key_argument"] == "_apiKey" and "_apiKey" in needed.value.hint
