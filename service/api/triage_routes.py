@@ -68,6 +68,8 @@ def _report(services: Services, ruleset: Ruleset, report: ErrorReport) -> Classi
         metrics.rule_match_count(classification.rule).inc()
         services.store.count_match(classification.rule)
     classification.notification = _notify(services, ruleset, classification, error)
+    if classification.decided_by != "rule" and services.unknowns is not None:
+        services.unknowns.record(report, classification)  # a deque append: recorded off the request path
     if log.isEnabledFor(logging.INFO):
         log.info("classified", extra={
             "id": classification.id, "class": classification.class_, "reason": classification.reason,

@@ -1,0 +1,56 @@
+"""The operator's side of the service: the unknowns inbox, the web console at /ui/ and /docs, all
+served from files in the package (no CDN: it works air-gapped)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Query
+from fastapi.openapi.docs import get_swagger_ui_html
+from starlette.responses import HTMLResponse, RedirectResponse
+from starlette.staticfiles import StaticFiles
+
+from service.api.deps import AdminDep, ServicesDep
+from service.api.problems import problem_responses
+
+UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
+DOCS_ASSETS = "/docs/assets"
+
+router = APIRouter()
+
+
+@router.get("/v1/unknowns", dependencies=[AdminDep], responses=problem_responses(401, 403),
+            summary="The unknowns inbox: groups of reports no rule decided, each with a drafted rule")
+async def unknowns(services: ServicesDep, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
+    """Most frequent first. A group's `draft_rule` is YAML for rules/classes/ with a test case made
+    from its redacted `example`; `errtriage check` accepts it as it stands."""
+    view = await services.unknowns.top(limit, services.store.current)
+    view["dropped"] = services.unknowns.dropped
+    return view  # type: ignore[no-any-return]
+
+
+@router.get("/", include_in_schema=False)
+async def root() -> RedirectResponse:
+    return RedirectResponse("/ui/", status_code=307)
+
+
+@router.get("/ui", include_in_schema=False)
+async def ui_bare() -> RedirectResponse:
+    return RedirectResponse("/ui/", status_code=307)
+
+
+@router.get("/docs", include_in_schema=False)
+async def docs() -> HTMLResponse:
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="errtriage: API",
+                               swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                               swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                               swagger_favicon_url="/ui/favicon.svg")
+
+
+def install_console(app: FastAPI) -> None:
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.include_router(router)
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
