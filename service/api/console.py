@@ -48,9 +48,15 @@ async def docs() -> HTMLResponse:
                                swagger_favicon_url="/ui/favicon.svg")
 
 
-def install_console(app: FastAPI) -> None:
-    from swagger_ui_bundle import swagger_ui_path
+def swagger_assets() -> Path:
+    """Swagger UI's files as fastapi-offline ships them (Swagger UI 5: it renders OpenAPI 3.1, which
+    FastAPI writes; swagger-ui-bundle on PyPI stops at Swagger UI 4, which shows 3.1 as invalid)."""
+    import fastapi_offline
 
+    return Path(fastapi_offline.__file__).resolve().parent / "static"
+
+
+def install_console(app: FastAPI) -> None:
     app.include_router(router)
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
-    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_assets()), name="docs-assets")

@@ -182,7 +182,8 @@ def draft_rule(example: dict[str, Any], ruleset: Ruleset, fingerprint: str, coun
     rule_id = _slug(named, fingerprint)
     why = (f"the learned fallback's verdict (confidence {guess.confidence})" if guess.decided else
            f"the learned fallback's best guess, below its threshold (confidence {guess.confidence}): review it"
-           if guess.confidence else "no learned fallback to ask: review the class and reason")
+           if guess.confidence else "no learned fallback to ask (off, still training, or too little to learn from): "
+           "review the class and reason")
     lines = [
         f"# Drafted by errtriage from {count} unknown report(s), group {fingerprint}.",
         f"# Class and reason: {why}. Save under rules/classes/ (e.g. 85-drafts.yaml), then run errtriage check.",
