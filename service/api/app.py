@@ -15,11 +15,12 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.api.body import refuse_declared_over
 from service.api.console import install_console
 from service.api.deps import Services
 from service.api.middleware import RequestMiddleware
 from service.api.notify_routes import router as notify_router
-from service.api.problems import install_handlers
+from service.api.problems import ProblemError, install_handlers, problem_response
 from service.api.routes import router
 from service.api.triage_routes import TriageLane, openapi_paths
 from service.errors import RulesInvalid
@@ -117,6 +118,12 @@ class ErrtriageApp(FastAPI):
         await self.front(scope, receive, send)
 
     async def serve_fastapi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":  # a body declared over the limit is refused before any route runs
+            try:                     # (an admin check answering first would leave it unread: a reset)
+                await refuse_declared_over(scope, receive, self.state.services.settings.max_body_bytes)
+            except ProblemError as exc:
+                await problem_response(exc.status, exc.detail, exc.errors, exc.headers)(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
