@@ -181,3 +181,28 @@ def test_suggest_offline(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "service", "suggest", str(bad)], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 2 and "bad.jsonl:2" in out.stderr
+
+
+def test_recorder_keeps_the_fallback_verdict_and_drops_past_its_buffer(shipped: Ruleset) -> None:
+    from service.triage import triage
+    from service.unknowns.recorder import Recorder
+
+    async def run() -> tuple[dict[str, object], int]:
+        recorder = Recorder(MemoryInbox(100), capacity=3)
+        report = ErrorReport.model_validate(lag(1, 1))
+        classification, _, _ = triage(report, shipped, "t")
+        guessed = classification.model_copy(update={"decided_by": "fallback", "class_": "tool_error",
+                                                    "reason": "upstream_error", "confidence": 0.7})
+        for _ in range(5):  # nothing drains the buffer until the writer starts: 3 fit, 2 are dropped
+            recorder.record(report, guessed)
+        recorder.start()
+        view = await recorder.top(10, shipped)
+        await recorder.stop(1.0)
+        return view, recorder.dropped
+
+    view, dropped = asyncio.run(run())
+    assert dropped == 2
+    [group] = view["groups"]  # type: ignore[index]
+    assert group["count"] == 3
+    assert group["suggested"] == {"class": "tool_error", "reason": "upstream_error", "provider": None, "confidence": 0.7}
+    assert "class: tool_error" in group["draft_rule"] and "reason: upstream_error" in group["draft_rule"]

@@ -151,11 +151,16 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def draft_rule(example: dict[str, Any], ruleset: Ruleset, fingerprint: str, count: int = 1) -> str:
-    """YAML text of one rule (with its test case) for the group whose redacted example this is."""
+def draft_rule(example: dict[str, Any], ruleset: Ruleset, fingerprint: str, count: int = 1,
+               suggested: dict[str, Any] | None = None) -> str:
+    """YAML text of one rule (with its test case) for the group whose redacted example this is;
+    `suggested` is the fallback's verdict recorded with the group, used while the rules still know it."""
     report = ErrorReport.model_validate(example)
     error = normalize(report)
-    guess = guess_for(error, ruleset)
+    known = suggested is not None and suggested.get("reason") in getattr(
+        ruleset.classes.get(suggested.get("class", "")), "reasons", {})
+    guess = (Guess(suggested["class"], suggested["reason"], float(suggested.get("confidence") or 0.0), True)
+             if known and suggested is not None else guess_for(error, ruleset))
     match: list[str] = []
     literal = literal_of(error.message) if error.message else None
     pattern = None if literal or not error.message else pattern_of(error.message)
