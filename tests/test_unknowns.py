@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -206,3 +207,23 @@ def test_recorder_keeps_the_fallback_verdict_and_drops_past_its_buffer(shipped: 
     assert group["count"] == 3
     assert group["suggested"] == {"class": "tool_error", "reason": "upstream_error", "provider": None, "confidence": 0.7}
     assert "class: tool_error" in group["draft_rule"] and "reason: upstream_error" in group["draft_rule"]
+
+
+def test_redis_down_classification_goes_on_and_the_inbox_catches_up(
+        spawn: Callable[..., Process], redis_server: Callable[..., object]) -> None:
+    store = redis_server()
+    server = spawn(ERRTRIAGE_ADMIN_TOKEN=TOKEN, ERRTRIAGE_NOTIFY_ENABLED="false",
+                   ERRTRIAGE_REDIS_URL=store.url)  # type: ignore[attr-defined]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    store.stop()  # type: ignore[attr-defined]
+    answers = _post_all(server.url, [lag(1, 1), lag(2, 2)])
+    assert [a["class"] for a in answers] == ["unknown", "unknown"]
+    assert httpx.get(f"{server.url}/v1/unknowns", headers=headers, timeout=20).status_code == 503
+    store.start()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 20
+    while True:
+        inbox = httpx.get(f"{server.url}/v1/unknowns", headers=headers, timeout=20)
+        if inbox.status_code == 200 and inbox.json()["total_unknown"] == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [g["count"] for g in inbox.json()["groups"]] == [2]

@@ -8,11 +8,12 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query
 from fastapi.openapi.docs import get_swagger_ui_html
+from redis.exceptions import RedisError
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 
 from service.api.deps import AdminDep, ServicesDep
-from service.api.problems import problem_responses
+from service.api.problems import ProblemError, problem_responses
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 DOCS_ASSETS = "/docs/assets"
@@ -20,12 +21,15 @@ DOCS_ASSETS = "/docs/assets"
 router = APIRouter()
 
 
-@router.get("/v1/unknowns", dependencies=[AdminDep], responses=problem_responses(401, 403),
+@router.get("/v1/unknowns", dependencies=[AdminDep], responses=problem_responses(401, 403, 503),
             summary="The unknowns inbox: groups of reports no rule decided, each with a drafted rule")
 async def unknowns(services: ServicesDep, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
     """Most frequent first. A group's `draft_rule` is YAML for rules/classes/ with a test case made
     from its redacted `example`; `errtriage check` accepts it as it stands."""
-    view = await services.unknowns.top(limit, services.store.current)
+    try:
+        view = await services.unknowns.top(limit, services.store.current)
+    except RedisError as exc:
+        raise ProblemError(503, "The unknowns inbox is on Redis, which did not answer.") from exc
     view["dropped"] = services.unknowns.dropped
     return view  # type: ignore[no-any-return]
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from service.models import Classification, ErrorReport
 from service.normalize import normalize
@@ -116,13 +116,17 @@ class Recorder:
                 continue
             batch = list(islice(self._items, BATCH))
             sightings = []
-            for report, decided_by, suggested, seen in batch:
+            for index, (report, decided_by, suggested, seen) in enumerate(batch):
+                if index and not index % 32:
+                    await asyncio.sleep(0)  # let requests in between: fingerprinting is CPU work on the loop
                 try:
                     sightings.append(sighting(report, decided_by, suggested, seen))
                 except Exception:  # one odd report must not stop the inbox
                     log.exception("unknowns: could not fingerprint a report")
             try:
                 await self.inbox.add(sightings)
+            except ResponseError as exc:  # Redis answered, and refused: sending it again would not help
+                log.error("unknowns: Redis refused a batch; not recorded", extra={"error": str(exc), "reports": len(batch)})
             except RedisError as exc:
                 log.warning("unknowns: Redis write failed; retrying", extra={"error": str(exc), "retry_in_seconds": wait})
                 await asyncio.sleep(wait)
