@@ -188,3 +188,12 @@ def test_docs_work_air_gapped(browser: Any, console: Process, tmp_path: Path) ->
     assert wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path[data-path='/v1/unknowns']"))
     screenshots(browser, tmp_path, "docs", lambda d: d.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title"))
     no_console_errors(browser)
+
+
+def test_console_files_are_served_hardened(console: Process) -> None:
+    page = httpx.get(console.url + "/ui/")
+    assert page.status_code == 200 and "<title>errtriage console</title>" in page.text
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "unsafe-inline" not in policy
+    assert httpx.get(console.url + "/ui/console.js").headers["x-content-type-options"] == "nosniff"
+    assert httpx.get(console.url + "/ui", follow_redirects=False).headers["location"] == "/ui/"

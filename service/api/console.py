@@ -11,6 +11,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from redis.exceptions import RedisError
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.deps import AdminDep, ServicesDep
 from service.api.problems import ProblemError, problem_responses
@@ -60,7 +61,31 @@ def swagger_assets() -> Path:
     return Path(fastapi_offline.__file__).resolve().parent / "static"
 
 
+# The console's own files only: no inline script or style, no other origin, no framing.
+CONSOLE_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+                                 b"form-action 'self'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class Hardened:
+    """ASGI: the wrapped app's responses with CONSOLE_HEADERS added."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_hardened(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *CONSOLE_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_hardened)
+
+
 def install_console(app: FastAPI) -> None:
     app.include_router(router)
-    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    app.mount("/ui", Hardened(StaticFiles(directory=UI_DIR, html=True)), name="ui")
     app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_assets()), name="docs-assets")

@@ -64,7 +64,7 @@ async function copyText(text, button) {
     try { await navigator.clipboard.writeText(text); done = true; } catch (_) { done = false; }
   }
   if (!done) {  // plain http on a remote host is not a secure context: the old way still works
-    const area = h("textarea", {"aria-hidden": "true", style: "position:fixed;left:-9999px;top:0"});
+    const area = h("textarea", {"aria-hidden": "true", class: "offscreen"});
     area.value = text;
     document.body.append(area);
     area.select();
@@ -226,7 +226,7 @@ async function loadRules() {
   fill();
   const reload = h("button", {type: "button", onclick: () => reloadRules(reload)}, "Reload rules");
   box.replaceChildren(
-    h("div", {class: "stats", style: "margin-bottom:16px"},
+    h("div", {class: "stats spaced"},
       stat(d.counts.rules, "rules"), stat(d.counts.classes, "classes"), stat(d.counts.providers, "providers"),
       stat(d.counts.examples, "labelled examples"), stat(dead, "rules with no match"),
       h("div", {class: "stat"}, h("b", {}, d.fallback.state), h("span", {}, "learned fallback"))),
@@ -234,7 +234,7 @@ async function loadRules() {
       h("ul", {class: "mono"}, errors.map((e) => h("li", {}, [e.file, e.line ? ":" + e.line : "", e.rule ? ` [${e.rule}]` : "", ": ", e.message].join(""))))) :
       h("p", {class: "muted"}, `Loaded ${when(d.loaded_at)}. The last reload had no errors.`),
     h("div", {class: "card"},
-      h("div", {class: "toolbar"}, filter, h("label", {}, onlyDead, "Only rules with no match"), h("span", {style: "margin-left:auto"}, reload)),
+      h("div", {class: "toolbar"}, filter, h("label", {}, onlyDead, "Only rules with no match"), h("span", {class: "push"}, reload)),
       h("p", {class: "reload-note muted", role: "status"}),
       h("div", {class: "table-wrap scroll"}, h("table", {id: "rules-table"},
         h("thead", {}, h("tr", {}, h("th", {}, "Rule"), h("th", {}, "Class / reason"), h("th", {class: "num"}, "Priority"),
@@ -276,7 +276,7 @@ async function loadUnknowns() {
   const refresh = h("button", {type: "button", onclick: loadUnknowns}, "Refresh");
   const summary = h("div", {class: "toolbar"},
     h("div", {class: "stats"}, stat(d.total_unknown, "reports not decided by a rule"), stat(d.groups.length, "groups shown")),
-    h("span", {style: "margin-left:auto"}, refresh));
+    h("span", {class: "push"}, refresh));
   if (!d.groups.length) {
     box.replaceChildren(summary, h("div", {class: "card empty"}, h("h2", {}, "Inbox zero"),
       h("p", {class: "muted"}, "Every report posted to /v1/errors since this inbox started was decided by a rule.")));
@@ -292,14 +292,14 @@ function groupCard(g) {
   return h("article", {class: "card group", "data-fingerprint": g.fingerprint},
     h("div", {class: "group-head"},
       h("span", {class: "count", title: "reports in this group"}, fmt(g.count)),
-      h("div", {style: "min-width:0;flex:1"},
-        h("div", {style: "font-weight:600;overflow-wrap:anywhere"}, String(message).slice(0, 240)),
-        h("div", {class: "muted", style: "font-size:13px"}, `first ${when(g.first_seen)} · last ${when(g.last_seen)} · `,
+      h("div", {class: "group-title"},
+        h("div", {class: "group-message"}, String(message).slice(0, 240)),
+        h("div", {class: "muted small"}, `first ${when(g.first_seen)} · last ${when(g.last_seen)} · `,
           h("span", {class: "mono"}, g.fingerprint))),
       s ? tag(`fallback: ${s.class}/${s.reason} ${Math.round(s.confidence * 100)}%`, "warn") : tag("unknown", "bad")),
     h("div", {class: "split"},
       h("div", {}, h("h3", {}, "Example (redacted)"), h("pre", {class: "wrap"}, JSON.stringify(g.example, null, 2))),
-      h("div", {}, h("div", {class: "copy-row"}, h("h3", {style: "margin:0"}, "Drafted rule"), copy),
+      h("div", {}, h("div", {class: "copy-row"}, h("h3", {}, "Drafted rule"), copy),
         h("pre", {class: "draft"}, g.draft_rule))));
 }
 
