@@ -1,4 +1,4 @@
-"""The errtriage command line: serve, check, classify, schema, test, diff."""
+"""The errtriage command line: serve, check, classify, schema, test, diff, suggest."""
 
 from __future__ import annotations
 
@@ -155,6 +155,50 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_suggest(args: argparse.Namespace) -> int:
+    """The unknowns inbox, offline: the reports of a file no rule decides, grouped, each with a drafted rule."""
+    import asyncio
+
+    from service.models import ErrorReport
+    from service.triage import triage
+    from service.unknowns.inbox import MemoryInbox
+    from service.unknowns.recorder import group_view, sighting
+
+    try:
+        ruleset = _load(Path(args.rules), fallback=True)
+        lines = Path(args.reports).read_bytes().splitlines()
+    except (RulesInvalid, OSError) as exc:
+        return _fail(f"errtriage: {exc}")
+    except SettingsInvalid as exc:
+        return _fail(f"errtriage: {exc}", 2)
+    inbox = MemoryInbox(args.max_groups)
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            report = ErrorReport.model_validate(orjson.loads(line))
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            return _fail(f"errtriage: {args.reports}:{number}: not a valid report: {str(exc).splitlines()[0]}", 2)
+        classification, _, _ = triage(report, ruleset, "suggest")
+        if classification.decided_by != "rule":
+            suggested = {"class": classification.class_, "reason": classification.reason,
+                         "provider": classification.provider, "confidence": classification.confidence}
+            inbox.add_one(sighting(report, classification.decided_by, suggested, 0.0))
+    total, groups = asyncio.run(inbox.top(args.limit))
+    views = [group_view(group, ruleset) for group in groups]
+    if args.json:
+        for view in views:
+            view.pop("first_seen"), view.pop("last_seen")
+        print(json.dumps({"total_unknown": total, "groups": views}, indent=2))
+        return 0
+    print(f"{len(lines)} reports, {total} not decided by a rule, {len(inbox)} groups")
+    for view in views:
+        suggested = view["suggested"]
+        said = f"fallback: {suggested['class']}/{suggested['reason']} ({suggested['confidence']})" if suggested else "unknown"
+        print(f"\n## {view['count']} x {view['fingerprint']} ({said})\n{view['draft_rule']}", end="")
+    return 0
+
+
 def _with_route(ruleset: Ruleset, report: Any, classification: Any) -> dict[str, Any]:
     summary = summarize(classification)
     route = ruleset.notify.route_for(classification, report) if ruleset.notify is not None else None
@@ -190,6 +234,13 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("payloads")
     diff.add_argument("--rules", action="append", default=[])
     diff.set_defaults(func=cmd_diff)
+    suggest = sub.add_parser("suggest", help="group the reports of a JSONL file no rule decides and draft a rule for each")
+    suggest.add_argument("reports", help="one JSON report a line")
+    suggest.add_argument("--rules", default=str(DEFAULT_RULES_DIR))
+    suggest.add_argument("--limit", type=int, default=50, help="groups shown, most frequent first")
+    suggest.add_argument("--max-groups", type=int, default=1000, help="groups kept (space-saving top-K)")
+    suggest.add_argument("--json", action="store_true", help="the same JSON as GET /v1/unknowns")
+    suggest.set_defaults(func=cmd_suggest)
     return top
 
 

@@ -56,6 +56,10 @@ class Settings(BaseSettings):
                                           description="Notifications the Redis stream holds; past it, dropped.")
     shutdown_grace_seconds: float = Field(20.0, ge=0, le=600)
     multiproc_dir: Path | None = Field(None, description="prometheus-client multiprocess directory (workers > 1).")
+    unknowns_max_groups: int = Field(1000, ge=10, le=1_000_000,
+                                     description="Groups the unknowns inbox keeps (space-saving top-K).")
+    unknowns_buffer_size: int = Field(10_000, ge=1, le=1_000_000,
+                                      description="Unknown reports waiting to be recorded; past it, not recorded.")
 
     @property
     def fallback_threshold(self) -> float | None:

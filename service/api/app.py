@@ -15,10 +15,12 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.api.body import refuse_declared_over
+from service.api.console import install_console
 from service.api.deps import Services
 from service.api.middleware import RequestMiddleware
 from service.api.notify_routes import router as notify_router
-from service.api.problems import install_handlers
+from service.api.problems import ProblemError, install_handlers, problem_response
 from service.api.routes import router
 from service.api.triage_routes import TriageLane, openapi_paths
 from service.errors import RulesInvalid
@@ -28,6 +30,7 @@ from service.notify.config import build_notify
 from service.notify.pipeline import Notifier
 from service.rules.store import RuleStore
 from service.settings import Settings
+from service.unknowns.recorder import Recorder, build_inbox
 
 log = logging.getLogger("errtriage.app")
 _TASK_STOP_SECONDS = 5.0
@@ -65,12 +68,14 @@ def _lifespan(services: Services) -> Any:
         _install_sighup(asyncio.get_running_loop(), services.store, tasks)
         if services.notifier is not None:
             await services.notifier.start(lambda: services.store.current)
+        services.unknowns.start()
         try:
             yield
         finally:
             stop.set()
             if services.notifier is not None:
                 await services.notifier.stop(services.settings.shutdown_grace_seconds)
+            await services.unknowns.stop(min(services.settings.shutdown_grace_seconds, _TASK_STOP_SECONDS))
             for task in list(tasks):
                 task.cancel()
             if tasks:  # bounded: the file watcher's thread may take a moment to see the stop
@@ -113,6 +118,12 @@ class ErrtriageApp(FastAPI):
         await self.front(scope, receive, send)
 
     async def serve_fastapi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":  # a body declared over the limit is refused before any route runs
+            try:                     # (an admin check answering first would leave it unread: a reset)
+                await refuse_declared_over(scope, receive, self.state.services.settings.max_body_bytes)
+            except ProblemError as exc:
+                await problem_response(exc.status, exc.detail, exc.errors, exc.headers)(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
@@ -128,8 +139,11 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
                       fallback_min_confidence=settings.fallback_threshold)
     factory = notifier_factory or Notifier
     notifier = factory(settings, metrics) if settings.notify_enabled else None
-    services = Services(settings=settings, metrics=metrics, registry=registry, store=store, notifier=notifier)
+    unknowns = Recorder(build_inbox(settings), settings.unknowns_buffer_size)
+    services = Services(settings=settings, metrics=metrics, registry=registry, store=store, notifier=notifier,
+                        unknowns=unknowns)
     app = ErrtriageApp(
+        docs_url=None,  # console.py serves /docs with Swagger UI's assets from the package, not a CDN
         title="errtriage",
         version="0.1.0",
         description="Classify raw errors, advise recovery, notify, count. See DESIGN.md for the contract.",
@@ -139,6 +153,7 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     install_handlers(app)
     app.include_router(router)
     app.include_router(notify_router)
+    install_console(app)
     app.front = RequestMiddleware(TriageLane(app.serve_fastapi, services), registry=registry)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -26,6 +26,7 @@ class Services:
     registry: CollectorRegistry
     store: RuleStore
     notifier: Any = None  # service.notify.pipeline.Notifier once started
+    unknowns: Any = None  # service.unknowns.recorder.Recorder: the unknowns inbox
 
 
 async def get_services(request: Request) -> Services:

@@ -68,6 +68,8 @@ def _report(services: Services, ruleset: Ruleset, report: ErrorReport) -> Classi
         metrics.rule_match_count(classification.rule).inc()
         services.store.count_match(classification.rule)
     classification.notification = _notify(services, ruleset, classification, error)
+    if classification.decided_by != "rule" and services.unknowns is not None:
+        services.unknowns.record(report, classification)  # a deque append: recorded off the request path
     if log.isEnabledFor(logging.INFO):
         log.info("classified", extra={
             "id": classification.id, "class": classification.class_, "reason": classification.reason,
@@ -99,8 +101,22 @@ def report_batch(services: Services, body: bytes, scope: Scope) -> BatchResponse
 def classify_error(services: Services, body: bytes, scope: Scope) -> Classification:
     explain = _explain_flag(scope["query_string"])
     report = parse_model(ErrorReport, body)
-    classification, _, _ = triage(report, services.store.current, new_id(), explain=explain)
+    ruleset = services.store.current
+    classification, _, _ = triage(report, ruleset, new_id(), explain=explain)
+    if explain and classification.explain is not None:
+        classification.explain["notification"] = _route_preview(ruleset, classification, report)
     return classification
+
+
+def _route_preview(ruleset: Ruleset, classification: Classification, report: ErrorReport) -> dict[str, Any]:
+    """The route /v1/errors would take for this report (silences, recipients and throttle aside)."""
+    route = ruleset.notify.route_for(classification, report) if ruleset.notify is not None else None
+    if route is None:
+        why = ("a learned fallback's verdict notifies only through routes with allow_fallback: true"
+               if classification.decided_by == "fallback" else f"no route matches class {classification.class_}")
+        return {"route": None, "channels": [], "why": why}
+    return {"route": route.id, "channels": list(route.channels), "template": route.template,
+            "throttle_seconds": route.throttle}
 
 
 def _explain_flag(query: bytes) -> bool:

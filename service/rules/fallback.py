@@ -114,6 +114,11 @@ class Fallback:
             return self._hstack([self._chars.fit_transform(texts), self._words.fit_transform(tokens)]).tocsr()
         return self._hstack([self._chars.transform(texts), self._words.transform(tokens)]).tocsr()
 
+    @property
+    def labels(self) -> list[str]:
+        """The "class/reason" labels, in the order `probabilities` answers them."""
+        return self._labels
+
     def probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
         """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
         columns, values = [], []

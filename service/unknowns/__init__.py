@@ -1,0 +1,1 @@
+"""The unknowns inbox: reports no rule decided, grouped by the shape of their error, with a drafted rule each."""
