@@ -38,7 +38,11 @@ def rules_copy(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_settings(tmp_path: Path) -> Callable[..., Settings]:
     def build(**overrides: object) -> Settings:
-        values: dict[str, object] = {"rules_dir": RULES, "reload_rules": False, "log_format": "text"}
+        # In-process apps test the rules alone: training a fallback in each (2-4 s of CPU, ~50 MiB)
+        # would slow the suite for nothing. Spawned servers keep the default (on); test_fallback.py
+        # and the console tests exercise it there.
+        values: dict[str, object] = {"rules_dir": RULES, "reload_rules": False, "log_format": "text",
+                                     "fallback": "off"}
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
 
