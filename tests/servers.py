@@ -20,10 +20,20 @@ import uvicorn
 from service.api.server import HTTP_PROTOCOL
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port never handed out before in this run: two servers started one after
+    the other could otherwise be given the same one, and the second's readiness probe would
+    be answered by the first."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 @contextmanager

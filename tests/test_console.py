@@ -59,9 +59,12 @@ def console(spawn: Callable[..., Process], rules_copy: Path) -> Process:
 
 
 def wait(driver: Any, condition: Callable[[Any], Any], timeout: float = 15) -> Any:
+    """Until `condition` holds; an element the page re-rendered meanwhile is looked up again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout).until(condition)
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, timeout, ignored_exceptions=ignored).until(condition)
 
 
 def no_console_errors(driver: Any) -> None:
@@ -107,11 +110,9 @@ def test_playground_classifies_a_pasted_payload(browser: Any, console: Process, 
     assert browser.switch_to.active_element == box  # focused: paste and go
     box.send_keys(json.dumps(payload))
     box.send_keys(Keys.CONTROL, Keys.ENTER)
-    shown = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=class]"))
-    assert shown.text == "ai_credits / quota_exceeded"
-    assert browser.find_element(By.CSS_SELECTOR, "[data-testid=route]").text == "ai-credits-user"
-    won = browser.find_elements(By.CSS_SELECTOR, "#explain-table tr.won td")
-    assert won and won[0].text == expected["rule"]
+    wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=class]").text == "ai_credits / quota_exceeded")
+    wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=route]").text == "ai-credits-user")
+    wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#explain-table tr.won td").text == expected["rule"])
 
     box.clear()
     box.send_keys("psycopg.errors.QueryCanceled: canceling statement due to user request")
