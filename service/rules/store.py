@@ -4,7 +4,7 @@ A request reads `store.current` once and keeps that object, so a reload mid-requ
 never changes the rules it runs on. Reloads come from the file watcher (debounced),
 SIGHUP, or the admin endpoint; all go through `reload()`, serialised by a lock.
 
-The learned fallback is trained after the rules serve, on a thread of its own (1-3 s):
+The learned fallback is trained after the rules serve, on a thread of its own (2-5 s):
 startup and reloads never wait for it. When it is trained, the same rules with it are
 swapped in, unless a newer load came first.
 """

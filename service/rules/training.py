@@ -39,7 +39,7 @@ def training_set(ruleset: Ruleset) -> list[Example]:
 
 
 def with_fallback(ruleset: Ruleset, min_confidence: float) -> Ruleset:
-    """The same rules with a fallback trained on their examples and tests (1-3 s for the
+    """The same rules with a fallback trained on their examples and tests (2-5 s with the
     shipped tables). The ruleset is unchanged when there is too little to learn from."""
     fallback = train(training_set(ruleset), min_confidence)
     return replace(ruleset, fallback=fallback) if fallback is not None else ruleset
