@@ -116,7 +116,7 @@ def main() -> None:
             source = str(case["source"])
             parts[held_out(source, args.held_out_percent) and origin(source) not in tuning].append(case)
         name = f"{path.parent.name}-{path.stem}.yaml"
-        where = f"# Collected from public sources (each case names its own); split by source: see bench/split_corpus.py.\n"
+        where = "# Collected from public sources (each case names its own); split by source: see bench/split_corpus.py.\n"
         if parts[True]:
             _write(HELD_OUT / name, "cases", "# errtriage corpus, HELD-OUT part: no rule is written or tuned from it.\n"
                    + where, parts[True])

@@ -28,8 +28,8 @@ from pydantic import ValidationError
 from service.errors import RuleError, RulesInvalid
 from service.models import ErrorReport
 from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries
-from service.rules.matcher import Entry, PatternError, SetMatcher
 from service.rules.fallback import LabelledReport
+from service.rules.matcher import Entry, PatternError, SetMatcher
 from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
 from service.rules.training import with_fallback
 
