@@ -27,12 +27,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from itertools import islice
 
 import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from service.batches import write_batches
 from service.metrics import Metrics
 from service.notify.delivery import Delivery
 from service.notify.entry import encode
@@ -41,8 +41,6 @@ from service.notify.throttle import Throttle
 
 PREFIX = "errtriage:"
 THROTTLE_PREFIX = PREFIX + "throttle:"
-BATCH = 256
-RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 0.1, 2.0
 
 ADMIT = """
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[2]) then return {-1, 0} end
@@ -93,42 +91,31 @@ class Outbox:
 
     async def run(self) -> None:
         """The writer: until cancelled, write what is buffered, retrying while Redis is unreachable."""
-        wait = RETRY_FIRST_SECONDS
-        while True:
-            await self._ready.wait()
-            if not self._items:
-                self._ready.clear()
-                continue
-            batch = list(islice(self._items, BATCH))
-            sent_at = time.monotonic()
-            try:
-                verdicts = await self._write(batch)
-            except RedisError as exc:
-                self._on_redis(False, "write")
-                self._logger.warning("notification outbox: Redis write failed; retrying",
-                                     extra={"error": str(exc), "held": len(self._items), "retry_in_seconds": wait})
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, RETRY_MAX_SECONDS)
-                continue
-            self._on_redis(True, "write")
-            wait = RETRY_FIRST_SECONDS
-            for item, (verdict, open_ms) in zip(batch, verdicts):
-                self._items.popleft()
-                if open_ms > 0:
-                    self._hints.hold(item.throttle_key, sent_at + open_ms / 1000, sent_at)
-                if verdict == 0:
-                    count(self._metrics, item, "throttled")
-                elif verdict == -1:
-                    dropped(self._metrics, self._logger, item, "the Redis stream is full")
-            self._metrics.outbox_depth.set(len(self._items))
+        await write_batches(self._items, self._ready, self._write, self._failed)
 
-    async def _write(self, batch: list[Delivery]) -> list[tuple[int, int]]:
+    def _failed(self, exc: RedisError, retry_in: float) -> None:
+        self._on_redis(False, "write")
+        self._logger.warning("notification outbox: Redis write failed; retrying",
+                             extra={"error": str(exc), "held": len(self._items), "retry_in_seconds": retry_in})
+
+    async def _write(self, batch: list[Delivery]) -> None:
+        """One pipelined round trip: the throttle verdict and the XADD of each item, atomically."""
+        sent_at = time.monotonic()
         async with self._client.pipeline(transaction=False) as pipe:
             for item in batch:
                 window_ms = int(item.throttle_window * 1000)
                 await self._script(keys=[self._stream, throttle_key(item.throttle_key)],
                                    args=[window_ms, self._max_length, encode(item)], client=pipe)
-            return [(int(verdict), int(open_ms)) for verdict, open_ms in await pipe.execute()]
+            verdicts = [(int(verdict), int(open_ms)) for verdict, open_ms in await pipe.execute()]
+        self._on_redis(True, "write")
+        for item, (verdict, open_ms) in zip(batch, verdicts, strict=True):
+            if open_ms > 0:
+                self._hints.hold(item.throttle_key, sent_at + open_ms / 1000, sent_at)
+            if verdict == 0:
+                count(self._metrics, item, "throttled")
+            elif verdict == -1:
+                dropped(self._metrics, self._logger, item, "the Redis stream is full")
+        self._metrics.outbox_depth.set(len(self._items) - len(batch))  # the batch leaves the buffer next
 
     def abandon(self) -> list[Delivery]:
         """Empty the buffer (at shutdown, when Redis did not take it in time); returns what it held."""

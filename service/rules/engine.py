@@ -71,6 +71,7 @@ class Ruleset:
     matcher: SetMatcher  # table CLASS_TABLE: class rules; table PROVIDER_TABLE: provider evidence
     provider_entries: tuple[tuple[str, str], ...]
     decisions: dict[str | None, tuple[bool, RecoverySpec]]  # rule id (None: unknown) -> retryable, recovery
+    by_reason: dict[tuple[str, str], tuple[bool, RecoverySpec]]  # (class, reason) -> the same, for the fallback
     aliases: dict[str, str] = field(default_factory=dict)  # lower-cased hint -> provider id
     notify: Any = None  # the compiled routes, channels, templates and silences (service.notify)
     sources: dict[str, str] = field(default_factory=dict)  # rule or provider id -> file
@@ -83,9 +84,6 @@ class Ruleset:
     def reasons(self) -> list[tuple[str, str]]:
         return [(c.id, r) for c in self.classes.values() for r in c.reasons]
 
-    def guesses(self, class_id: str, reason: str) -> tuple[bool, RecoverySpec]:
-        """Retryable and recovery for a fallback verdict: its class and reason's defaults."""
-        return decide(class_id, reason, None, self.classes)
 
 
 def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[tuple[str, str]]]:
@@ -176,18 +174,22 @@ def decide(class_id: str, reason: str, rule: ClassRule | None,
     return retryable, recovery
 
 
-def decisions_for(rules: tuple[ClassRule, ...], classes: dict[str, ClassSpec]) -> dict[str | None, tuple[bool, RecoverySpec]]:
+Decision = tuple[bool, RecoverySpec]  # retryable, recovery
+
+
+def reason_decisions(classes: dict[str, ClassSpec]) -> dict[tuple[str, str], Decision]:
+    """Every declared class and reason's own decision: what rules without overrides and the
+    fallback's verdicts take. Done at load."""
+    return {(spec.id, reason): decide(spec.id, reason, None, classes) for spec in classes.values()
+            for reason in spec.reasons}
+
+
+def decisions_for(rules: tuple[ClassRule, ...], classes: dict[str, ClassSpec],
+                  by_reason: dict[tuple[str, str], Decision]) -> dict[str | None, Decision]:
     """Rules that override neither retryable nor recovery share their class and reason's decision."""
-    shared: dict[tuple[str, str], tuple[bool, RecoverySpec]] = {}
-    decisions: dict[str | None, tuple[bool, RecoverySpec]] = {}
-    for rule in rules:
-        if rule.retryable is None and rule.recovery is None:
-            key = (rule.class_, rule.reason)
-            if key not in shared:
-                shared[key] = decide(rule.class_, rule.reason, None, classes)
-            decisions[rule.id] = shared[key]
-        else:
-            decisions[rule.id] = decide(rule.class_, rule.reason, rule, classes)
+    decisions: dict[str | None, Decision] = {
+        rule.id: by_reason[(rule.class_, rule.reason)] if rule.retryable is None and rule.recovery is None
+        else decide(rule.class_, rule.reason, rule, classes) for rule in rules}
     decisions[None] = decide(UNKNOWN_CLASS, UNKNOWN_REASON, None, classes)
     return decisions
 
@@ -206,10 +208,9 @@ def classify(error: NormalizedError, ruleset: Ruleset, explain: bool = False) ->
     rule = ruleset.rules[hit.entry] if hit else None
     guess = ruleset.fallback.predict(error, provider.kind, explain) if rule is None and ruleset.fallback else None
     if guess is not None:
-        retryable, recovery = ruleset.guesses(guess.class_, guess.reason)
+        retryable, recovery = ruleset.by_reason[(guess.class_, guess.reason)]
     else:
         retryable, recovery = ruleset.decisions[rule.id if rule else None]
-
     return Verdict(
         class_=rule.class_ if rule else guess.class_ if guess else UNKNOWN_CLASS,
         reason=rule.reason if rule else guess.reason if guess else UNKNOWN_REASON,

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from service.errors import RuleError, RulesInvalid
 from service.models import ErrorReport
-from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries
+from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries, reason_decisions
 from service.rules.fallback import LabelledReport
 from service.rules.matcher import Entry, PatternError, SetMatcher
 from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
@@ -309,6 +309,7 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
     if errors or matcher is None:
         raise RulesInvalid(errors)
     ordered_rules = tuple(rule for rule, _, _ in rules)
+    by_reason = reason_decisions(classes)
     return Ruleset(
         version=version,
         loaded_at=now or datetime.now(UTC),
@@ -321,7 +322,8 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
         aliases={alias.lower(): spec.id for spec in providers.values() for alias in spec.aliases},
         matcher=matcher,
         provider_entries=tuple(keys),
-        decisions=decisions_for(ordered_rules, classes),
+        decisions=decisions_for(ordered_rules, classes, by_reason),
+        by_reason=by_reason,
         notify=notify,
         sources=sources,
         labelled=tuple(examples),

@@ -32,7 +32,8 @@ def _rule_tests(ruleset: Ruleset) -> Iterator[LabelledReport]:
 
 def training_set(ruleset: Ruleset) -> list[Example]:
     """Normalized, with the provider each one is detected as (its kind is a feature)."""
-    labelled = [*ruleset.labelled, *_rule_tests(ruleset)]
+    labelled = [item for item in (*ruleset.labelled, *_rule_tests(ruleset))
+                 if (item.class_, item.reason) in ruleset.by_reason]  # a test may expect an undeclared pair
     normalized = [(item, normalize(item.report)) for item in labelled]
     return [Example(error, provider_of(error, ruleset).kind, item.class_, item.reason, item.origin)
             for item, error in normalized]

@@ -15,11 +15,11 @@ import logging
 import time
 from collections import deque
 from datetime import UTC, datetime
-from itertools import islice
 from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
+from service.batches import write_batches
 from service.models import Classification, ErrorReport
 from service.normalize import normalize
 from service.rules.engine import Ruleset
@@ -29,8 +29,6 @@ from service.unknowns.fingerprint import shape_of
 from service.unknowns.inbox import Group, Inbox, MemoryInbox, RedisInbox, Sighting
 
 log = logging.getLogger("errtriage.unknowns")
-BATCH = 256
-RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 0.1, 2.0
 
 
 def sighting(report: ErrorReport, decided_by: str, suggested: dict[str, Any] | None, seen: float) -> Sighting:
@@ -107,31 +105,23 @@ class Recorder:
         return {"total_unknown": total, "groups": [group_view(g, ruleset) for g in groups]}
 
     async def _run(self) -> None:
-        wait = RETRY_FIRST_SECONDS
-        while True:
-            await self._ready.wait()
-            if not self._items:
-                self._ready.clear()
-                self._idle.set()
-                continue
-            batch = list(islice(self._items, BATCH))
-            sightings = []
-            for index, (report, decided_by, suggested, seen) in enumerate(batch):
-                if index and not index % 32:
-                    await asyncio.sleep(0)  # let requests in between: fingerprinting is CPU work on the loop
-                try:
-                    sightings.append(sighting(report, decided_by, suggested, seen))
-                except Exception:  # one odd report must not stop the inbox
-                    log.exception("unknowns: could not fingerprint a report")
+        await write_batches(self._items, self._ready, self._write, _failed, idle=self._idle)
+
+    async def _write(self, batch: list[tuple[ErrorReport, str, dict[str, Any] | None, float]]) -> None:
+        sightings = []
+        for index, (report, decided_by, suggested, seen) in enumerate(batch):
+            if index and not index % 32:
+                await asyncio.sleep(0)  # let requests in between: fingerprinting is CPU work on the loop
             try:
-                await self.inbox.add(sightings)
-            except ResponseError as exc:  # Redis answered, and refused: sending it again would not help
-                log.error("unknowns: Redis refused a batch; not recorded", extra={"error": str(exc), "reports": len(batch)})
-            except RedisError as exc:
-                log.warning("unknowns: Redis write failed; retrying", extra={"error": str(exc), "retry_in_seconds": wait})
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, RETRY_MAX_SECONDS)
-                continue
-            wait = RETRY_FIRST_SECONDS
-            for _ in batch:
-                self._items.popleft()
+                sightings.append(sighting(report, decided_by, suggested, seen))
+            except Exception:  # one odd report must not stop the inbox
+                log.exception("unknowns: could not fingerprint a report")
+        try:
+            await self.inbox.add(sightings)
+        except ResponseError as exc:  # Redis answered, and refused: sending it again would not help
+            log.error("unknowns: Redis refused a batch; not recorded", extra={"error": str(exc), "reports": len(batch)})
+
+
+def _failed(exc: RedisError, retry_in: float) -> None:
+    log.warning("unknowns: Redis write failed; retrying", extra={"error": str(exc), "retry_in_seconds": retry_in})
+
