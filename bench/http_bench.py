@@ -35,10 +35,12 @@ BODY = {"message": "Error code: 429 - {'error': {'message': 'Rate limit reached 
                    "'type': 'tokens', 'param': None, 'code': 'rate_limit_exceeded'}}",
         "source": "agent-runner", "context": {"user_email": "dev@example.com", "user_id": "u-1"}}
 BARE = "bare FastAPI + pydantic"
+RAW = "raw ASGI app"
 CPUS = os.cpu_count() or 1
 WRK_CPUS = str(CPUS - 1)  # the last core drives the load; the others serve
 SERVER_CPUS = f"0-{CPUS - 2}" if CPUS > 2 else "0"
 SERVERS = {
+    RAW: ["-m", "uvicorn", "bench.bare_app:raw_app"],
     BARE: ["-m", "uvicorn", "bench.bare_app:app"],
     "errtriage": ["-m", "service", "serve"],
 }
@@ -58,21 +60,25 @@ def start(name: str, port: int, workers: int, prefix: list[str]) -> subprocess.P
     env = {**os.environ, "ERRTRIAGE_PORT": str(port), "ERRTRIAGE_LOG_LEVEL": "warning",
            "ERRTRIAGE_WORKERS": str(workers), "ERRTRIAGE_RELOAD_RULES": "false"}
     args = [sys.executable, *SERVERS[name]]
-    if name == BARE:
+    if name in (BARE, RAW):
         args += ["--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(workers),
                  "--http", "service.api.server:HTTP_PROTOCOL"]
     return subprocess.Popen([*prefix, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wait_ready(port: int) -> None:
-    deadline = time.monotonic() + 30
+    """Until it answers, and errtriage's fallback is trained: training takes a core for seconds."""
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
             if httpx.post(f"http://127.0.0.1:{port}/v1/classify", json=BODY, timeout=1).status_code == 200:
-                return
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                if ready.status_code == 404 or ready.json().get("fallback") != "training":
+                    return
         except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing answers on port {port}")
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing answers on port {port}, or its fallback never finished training")
 
 
 def wrk(url: str, connections: int, seconds: int, script: Path, prefix: list[str]) -> tuple[float, float]:
@@ -83,6 +89,11 @@ def wrk(url: str, connections: int, seconds: int, script: Path, prefix: list[str
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
     return rps, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
+
+
+def _ratios(measured: list[tuple[float, float]], baseline: list[tuple[float, float]]) -> list[float]:
+    """Each round's rate over the baseline's in the same round, so a slow minute cancels out."""
+    return [rate / base for (rate, _), (base, _) in zip(measured, baseline, strict=True)]
 
 
 def main() -> None:
@@ -106,7 +117,8 @@ def main() -> None:
     ports = {name: free_port() for name in SERVERS}
     procs = [start(name, port, opts.workers, server_prefix) for name, port in ports.items()]
     runs = [(name, path, kind) for kind in ("same", "distinct")
-            for name, path in [(BARE, "/v1/classify"), *(("errtriage", path) for path in opts.paths.split(","))]]
+            for name, path in [(RAW, "/v1/classify"), (BARE, "/v1/classify"),
+                               *(("errtriage", path) for path in opts.paths.split(","))]]
     results: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
     try:
         for port in ports.values():
@@ -123,18 +135,20 @@ def main() -> None:
         for proc in procs:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"{'server':24} {'path':13} {'body':9} {'conns':>5} {'req/s':>7} {'p99 ms':>7} {'vs bare':>8} {'range':>12}")
+    print(f"{'server':24} {'path':13} {'body':9} {'conns':>5} {'req/s':>7} {'p99 ms':>7} {'vs bare':>8} {'range':>12} "
+          f"{'vs raw':>7}")
     for (name, path, kind, conns), measured in results.items():
         rps = statistics.median(r for r, _ in measured)
         p99 = statistics.median(p for _, p in measured)
         # Each round's ratio to the bare run next to it, so a slow minute of the machine cancels out.
-        ratios = [r / bare for (r, _), (bare, _) in zip(measured, results[(BARE, "/v1/classify", kind, conns)])]
+        ratios = _ratios(measured, results[(BARE, "/v1/classify", kind, conns)])
+        to_raw = statistics.median(_ratios(measured, results[(RAW, "/v1/classify", kind, conns)]))
         spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
         print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {statistics.median(ratios):>7.2f}x "
-              f"{spread:>12}")
+              f"{spread:>12} {to_raw:>6.2f}x")
     where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if pin else "unpinned"
     print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s ('vs bare': the median of each round's "
-          f"ratio to the bare run beside it, 'range' its lowest and highest); {opts.workers} uvicorn worker(s) "
+          f"ratio to the bare run beside it, 'range' its lowest and highest; 'vs raw' the same against the raw ASGI app); {opts.workers} uvicorn worker(s) "
           f"per server, wrk -t1 on loopback, {CPUS} CPUs ({where}).")
 
 

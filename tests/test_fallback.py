@@ -17,8 +17,11 @@ import pytest
 
 from service.errors import RulesInvalid
 from service.models import ErrorReport
+from service.normalize import normalize
 from service.rules.engine import Ruleset
+from service.rules.fallback import Fallback, fit_sklearn, fitted_from, text_of, tokens_of
 from service.rules.loader import load_ruleset
+from service.rules.training import training_set
 from service.triage import triage
 from tests.servers import Process
 
@@ -48,12 +51,13 @@ def test_the_fallback_decides_what_no_rule_matches(trained: Ruleset) -> None:
 
 @pytest.mark.parametrize("report", [SEATS, {"message": "KeyError: 'x'", "status": 500, "tool": "t"},
                                     {"message": "", "type": "ZorblError"}, {"message": "the user pressed stop"}])
-def test_predict_reads_the_fitted_model_exactly_as_sklearn_does(trained: Ruleset, report: dict[str, object]) -> None:
-    from service.normalize import normalize
-
+def test_predict_reads_the_fitted_model_exactly_as_sklearn_does(report: dict[str, object]) -> None:
+    examples = training_set(load_ruleset(DATA))
+    fitted, rows, labels = fit_sklearn(examples)
+    fallback = Fallback(fitted_from(fitted, rows, labels, examples), 0.5)
     error = normalize(ErrorReport.model_validate(report))
-    fast = trained.fallback.probabilities(error, None)  # type: ignore[union-attr]
-    reference = trained.fallback.sklearn_probabilities(error, None)  # type: ignore[union-attr]
+    fast = fallback.probabilities(error, None)
+    reference = fitted.model.predict_proba(fitted.rows([text_of(error)], [tokens_of(error, None)]))[0]
     assert abs(fast - reference).max() < 1e-5 and abs(fast.sum() - 1) < 1e-6
 
 
@@ -137,3 +141,49 @@ def test_a_fallback_verdict_notifies_only_where_a_route_allows_it(spawn: Callabl
     answer = httpx.post(f"{proc.url}/v1/errors", json=SEATS).json()
     assert answer["decided_by"] == "fallback"
     assert answer["notification"] == {"status": "queued", "route": "plan", "channels": ["audit"]}
+
+
+def test_a_child_process_fits_the_same_model_as_this_one(trained: Ruleset) -> None:
+    from service.rules.training_process import Trainer
+
+    ruleset = load_ruleset(DATA)
+    fallback = Trainer().train(ruleset, DATA, 0.5)
+    assert fallback is not None and fallback.labels == trained.fallback.labels  # type: ignore[union-attr]
+    error = normalize(ErrorReport.model_validate(SEATS))
+    assert abs(fallback.probabilities(error, None) - trained.fallback.probabilities(error, None)).max() < 1e-9  # type: ignore[union-attr]
+
+
+def test_a_child_refuses_to_fit_rules_that_changed_since_the_load(tmp_path: Path) -> None:
+    from service.rules.training_process import StaleRules, Trainer
+
+    root = tmp_path / "rules"
+    shutil.copytree(DATA, root)
+    ruleset = load_ruleset(root)
+    examples = root / "examples" / "00-examples.yaml"
+    examples.write_text(examples.read_text() + "\n# edited\n")
+    with pytest.raises(StaleRules, match="changed"):
+        Trainer().train(ruleset, root, 0.5)
+
+
+def test_stop_ends_a_training_under_way() -> None:
+    import threading
+
+    from service.rules.training_process import Trainer, TrainingFailed
+
+    trainer = Trainer()
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            trainer.train(load_ruleset(DATA), DATA, 0.5)
+        except TrainingFailed as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while trainer._child is None and time.monotonic() < deadline:  # the child is spawned
+        time.sleep(0.01)
+    trainer.stop()
+    thread.join(30)
+    assert len(raised) == 1 and "without an answer" in str(raised[0])

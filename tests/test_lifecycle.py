@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
 import socket
@@ -12,7 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from prometheus_client import CollectorRegistry
+
 from service.api.server import HTTP_PROTOCOL, NoDelayH11Protocol, _NoDelay, set_nodelay
+from service.metrics import Metrics
+from service.rules.store import RuleStore
+from service.settings import DEFAULT_RULES_DIR
 from tests.servers import Process
 from tests.test_api import samples
 
@@ -167,3 +173,19 @@ def test_a_bad_setting_stops_startup_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "errtriage: invalid setting ERRTRIAGE_PORT: Input should be less than or equal to 65535 (got '99999')"]
+
+
+def test_a_replaced_ruleset_is_freed_though_a_load_freezes_it() -> None:
+    """load_now freezes what is alive (out of the cyclic GC's sight); a replaced ruleset must still
+    go, by reference counting alone, or every reload would leak a whole ruleset."""
+    store = RuleStore(DEFAULT_RULES_DIR, Metrics(CollectorRegistry()))
+    store.load_now()
+    store.load_now()
+    base = gc.get_freeze_count()
+    held = store.current
+    store.load_now()
+    one_ruleset = gc.get_freeze_count() - base  # the held one stays alive beside the new one
+    assert one_ruleset > 5_000, one_ruleset
+    del held
+    store.load_now()
+    assert gc.get_freeze_count() - base < one_ruleset * 0.05, (gc.get_freeze_count() - base, one_ruleset)

@@ -15,7 +15,7 @@ pay for it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,55 +76,119 @@ def tokens_of(error: NormalizedError, provider_kind: str | None) -> str:
     return " ".join(tokens)
 
 
-class Fallback:
-    """A trained model, with what explain needs (feature names, the training rows).
+_CHAR_GRAMS = {"analyzer": "char_wb", "ngram_range": (3, 5)}
+_WORDS = {"analyzer": "word", "token_pattern": r"\S+"}
 
-    Training and explain use scikit-learn; `predict` reads the fitted parameters directly
-    (the vectorizers' own analyzers, vocabularies and idf, the model's weights): sklearn's
-    per-call validation cost ~5 ms a report, this ~0.2 ms, and a test holds both equal."""
 
-    def __init__(self, examples: list[Example], min_confidence: float) -> None:
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """What training produces, as plain arrays and lists: cheap to send from the training
+    process, and all `Fallback` needs (sklearn's fitted objects stay where they were fitted)."""
+
+    labels: list[str]  # "class/reason", in the weights' column order
+    char_terms: list[str]  # the character n-grams, in column order
+    char_idf: numpy.ndarray
+    word_terms: list[str]  # the shape tokens, in column order (after the n-grams)
+    word_idf: numpy.ndarray
+    weights: numpy.ndarray  # features x labels
+    intercept: numpy.ndarray
+    train_rows: csr_matrix  # the training rows, for the nearest examples in explain
+    train: list[tuple[str, str, str]]  # each training row's origin, label and message head
+
+
+@dataclass(frozen=True, slots=True)
+class SklearnFit:
+    """The fitted scikit-learn objects (kept only where they were fitted: tests compare with them)."""
+
+    chars: Any
+    words: Any
+    model: Any
+
+    def rows(self, texts: list[str], tokens: list[str]) -> csr_matrix:
         from scipy.sparse import hstack
-        from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.linear_model import SGDClassifier
+
+        return hstack([self.chars.transform(texts), self.words.transform(tokens)]).tocsr()
+
+
+def fit_sklearn(examples: list[Example]) -> tuple[SklearnFit, csr_matrix, list[str]]:
+    """The vectorizers and the classifier fitted on `examples`, with the training rows and labels."""
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import SGDClassifier
+
+    chars = TfidfVectorizer(**_CHAR_GRAMS, sublinear_tf=True, min_df=2, max_features=60_000,  # type: ignore[arg-type]
+                            dtype=numpy.float32)
+    words = TfidfVectorizer(**_WORDS, dtype=numpy.float32)  # type: ignore[arg-type]
+    rows = hstack([chars.fit_transform([text_of(e.error) for e in examples]),
+                   words.fit_transform([tokens_of(e.error, e.provider_kind) for e in examples])]).tocsr()
+    labels = [f"{e.class_}/{e.reason}" for e in examples]
+    # Logistic loss (so it has probabilities) by SGD: on 5-fold grouped CV of the tuning part it
+    # matched lbfgs's accuracy (0.82 vs 0.80 at 0.5) in a fraction of the fit time.
+    model = SGDClassifier(loss="log_loss", alpha=2e-5, max_iter=30, tol=None, random_state=0)
+    model.fit(rows, labels)
+    return SklearnFit(chars, words, model), rows, labels
+
+
+def fitted_from(fit: SklearnFit, rows: csr_matrix, labels: list[str], examples: list[Example]) -> Fitted:
+    def terms(vectorizer: Any) -> list[str]:
+        ordered = [""] * len(vectorizer.vocabulary_)
+        for term, column in vectorizer.vocabulary_.items():
+            ordered[column] = term
+        return ordered
+
+    return Fitted(
+        labels=list(fit.model.classes_),
+        char_terms=terms(fit.chars), char_idf=fit.chars.idf_.astype(numpy.float64),
+        word_terms=terms(fit.words), word_idf=fit.words.idf_.astype(numpy.float64),
+        weights=numpy.ascontiguousarray(fit.model.coef_.T, dtype=numpy.float64),
+        intercept=fit.model.intercept_.astype(numpy.float64),
+        train_rows=rows,
+        train=[(e.origin, labels[i], e.error.message[:160]) for i, e in enumerate(examples)],
+    )
+
+
+def fit(examples: list[Example]) -> Fitted:
+    """Fit on `examples` (scikit-learn; 2-5 s on the shipped tables)."""
+    return fitted_from(*fit_sklearn(examples), examples)
+
+
+class Fallback:
+    """A trained model: the fitted parameters, read directly.
+
+    `predict` computes what sklearn's transform and predict_proba would (sklearn's per-call
+    validation cost ~5 ms a report, this ~0.2 ms; a test holds both equal). Building one from
+    a `Fitted` runs Python loops only, no long call that would hold the GIL: the serving
+    process does it while it serves (see training.py)."""
+
+    def __init__(self, fitted: Fitted, min_confidence: float) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer  # analyzers need no fitted state
 
         self.min_confidence = min_confidence
-        self._hstack = hstack
-        self._chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2,
-                                      max_features=60_000, dtype=numpy.float32)
-        self._words = TfidfVectorizer(analyzer="word", token_pattern=r"\S+", dtype=numpy.float32)
-        rows = self._rows([text_of(e.error) for e in examples], [tokens_of(e.error, e.provider_kind) for e in examples],
-                          fit=True)
-        labels = [f"{e.class_}/{e.reason}" for e in examples]
-        # Logistic loss (so it has probabilities) by SGD: on 5-fold grouped CV of the tuning part it
-        # matched lbfgs's accuracy (0.82 vs 0.80 at 0.5) in a fraction of the fit time.
-        self._model = SGDClassifier(loss="log_loss", alpha=2e-5, max_iter=30, tol=None, random_state=0)
-        self._model.fit(rows, labels)
-        self._labels: list[str] = list(self._model.classes_)
+        self._fitted = fitted
+        self._labels = fitted.labels
         self._class_of = [label.split("/", 1)[0] for label in self._labels]
-        self._names = [*(f"'{n}'" for n in self._chars.get_feature_names_out()), *self._words.get_feature_names_out()]
-        self._train_rows = rows
-        self._train = [(e.origin, labels[i], e.error.message[:160]) for i, e in enumerate(examples)]
-        self._blocks = (_Block(self._chars, 0), _Block(self._words, len(self._chars.vocabulary_)))
-        self._weights = numpy.ascontiguousarray(self._model.coef_.T, dtype=numpy.float64)  # features x labels
-        self._intercept = self._model.intercept_.astype(numpy.float64)
-
-    def _rows(self, texts: list[str], tokens: list[str], fit: bool = False) -> csr_matrix:
-        if fit:
-            return self._hstack([self._chars.fit_transform(texts), self._words.fit_transform(tokens)]).tocsr()
-        return self._hstack([self._chars.transform(texts), self._words.transform(tokens)]).tocsr()
+        self._blocks = (_Block(TfidfVectorizer(**_CHAR_GRAMS).build_analyzer(), fitted.char_terms,  # type: ignore[arg-type]
+                               fitted.char_idf, sublinear=True, offset=0),
+                        _Block(TfidfVectorizer(**_WORDS).build_analyzer(), fitted.word_terms,  # type: ignore[arg-type]
+                               fitted.word_idf, sublinear=False, offset=len(fitted.char_terms)))
 
     @property
     def labels(self) -> list[str]:
         """The "class/reason" labels, in the order `probabilities` answers them."""
         return self._labels
 
-    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
-        """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
-        columns, values = [], []
+    def _vector(self, error: NormalizedError, provider_kind: str | None) -> tuple[list[int], list[float]]:
+        columns: list[int] = []
+        values: list[float] = []
         for block, text in zip(self._blocks, (text_of(error), tokens_of(error, provider_kind)), strict=True):
             block.vector(text, columns, values)
-        decision = self._intercept + numpy.asarray(values) @ self._weights[columns] if columns else self._intercept
+        return columns, values
+
+    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
+        """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
+        columns, values = self._vector(error, provider_kind)
+        fitted = self._fitted
+        decision = fitted.intercept + numpy.asarray(values) @ fitted.weights[columns] if columns else fitted.intercept
         sigmoid = 1.0 / (1.0 + numpy.exp(-decision))
         return sigmoid / sigmoid.sum()
 
@@ -141,36 +205,43 @@ class Fallback:
             return None
         best = max((i for i, c in enumerate(self._class_of) if c == class_id), key=lambda i: probabilities[i])
         reason = self._labels[best].split("/", 1)[1]
-        leaned_on = self._leaned_on(self._rows([text_of(error)], [tokens_of(error, provider_kind)]), best) \
-            if explain else {}
+        leaned_on = self._leaned_on(error, provider_kind, best) if explain else {}
         return Guess(class_id, reason, round(confidence, 4), leaned_on)
 
-    def _leaned_on(self, row: csr_matrix, label: int) -> dict[str, Any]:
+    def _leaned_on(self, error: NormalizedError, provider_kind: str | None, label: int) -> dict[str, Any]:
         """The strongest features for the chosen label, and the nearest labelled examples."""
-        weights = self._model.coef_[label]
-        contributions = sorted(((float(row.data[k] * weights[j]), int(j)) for k, j in enumerate(row.indices)),
+        columns, values = self._vector(error, provider_kind)
+        fitted = self._fitted
+        weights = fitted.weights[:, label]
+        contributions = sorted(((float(v * weights[j]), j) for j, v in zip(columns, values, strict=True)),
                                reverse=True)[:_STRONGEST]
-        similarity: numpy.ndarray = (self._train_rows @ row.T).toarray().ravel()
-        nearest = similarity.argsort()[::-1][:_NEAREST]
+        similarity = numpy.zeros(fitted.train_rows.shape[0])
+        if columns:  # the cosine of L2-normalized rows: a sparse dot product with this row
+            similarity = fitted.train_rows[:, columns] @ numpy.asarray(values)
+        nearest = numpy.asarray(similarity).ravel().argsort()[::-1][:_NEAREST]
         return {
             "model": "linear classifier (logistic loss) over character n-grams and shape tokens",
-            "strongest_features": [{"feature": self._names[j], "weight": round(w, 3)} for w, j in contributions if w > 0],
-            "nearest_examples": [{"from": self._train[i][0], "label": self._train[i][1], "message": self._train[i][2],
-                                  "similarity": round(float(similarity[i]), 3)} for i in nearest],
+            "strongest_features": [{"feature": self._feature_name(j), "weight": round(w, 3)}
+                                   for w, j in contributions if w > 0],
+            "nearest_examples": [{"from": fitted.train[i][0], "label": fitted.train[i][1],
+                                  "message": fitted.train[i][2], "similarity": round(float(similarity[i]), 3)}
+                                 for i in nearest],
         }
 
-    def sklearn_probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
-        """The same through scikit-learn's own transform and predict_proba (what tests compare with)."""
-        return self._model.predict_proba(self._rows([text_of(error)], [tokens_of(error, provider_kind)]))[0]
+    def _feature_name(self, column: int) -> str:
+        chars = self._fitted.char_terms
+        return f"'{chars[column]}'" if column < len(chars) else self._fitted.word_terms[column - len(chars)]
+
 
 class _Block:
     """One fitted vectorizer's transform for one text, without sklearn's per-call checks."""
 
-    def __init__(self, vectorizer: Any, offset: int) -> None:
-        self._analyze = vectorizer.build_analyzer()
-        self._vocabulary: dict[str, int] = vectorizer.vocabulary_
-        self._idf = vectorizer.idf_
-        self._sublinear = vectorizer.sublinear_tf
+    def __init__(self, analyze: Callable[[str], list[str]], terms: list[str], idf: numpy.ndarray,
+                 sublinear: bool, offset: int) -> None:
+        self._analyze = analyze
+        self._vocabulary = {term: column for column, term in enumerate(terms)}  # a Python loop: no GIL-long call
+        self._idf = idf
+        self._sublinear = sublinear
         self._offset = offset
 
     def vector(self, text: str, columns: list[int], values: list[float]) -> None:
@@ -188,10 +259,12 @@ class _Block:
         values.extend(w / norm for w in weights)
 
 
+def enough_to_learn(examples: list[Example]) -> bool:
+    """At least 20 examples and two labels."""
+    return len(examples) >= _MIN_EXAMPLES and len({(e.class_, e.reason) for e in examples}) >= 2
+
+
 def train(examples: Iterable[Example], min_confidence: float) -> Fallback | None:
-    """A trained fallback, or None when there is too little to learn from (fewer than 20
-    examples, or a single label)."""
+    """A trained fallback, in this process, or None when there is too little to learn from."""
     examples = list(examples)
-    if len(examples) < _MIN_EXAMPLES or len({(e.class_, e.reason) for e in examples}) < 2:
-        return None
-    return Fallback(examples, min_confidence)
+    return Fallback(fit(examples), min_confidence) if enough_to_learn(examples) else None

@@ -21,6 +21,7 @@ from typing import Any
 
 import re2
 
+from service import re2spans
 from service.rules.literals import LiteralSet
 from service.rules.prefilter import atoms
 from service.rules.schema import MatchBlock, StatusItem, TextCondition
@@ -44,11 +45,7 @@ class PatternError(ValueError):
 
 
 def re2_options(max_mem: int = 8 << 20) -> re2.Options:
-    options = re2.Options()
-    options.case_sensitive = False
-    options.log_errors = False
-    options.max_mem = max_mem
-    return options
+    return re2spans.compile_options(case_sensitive=False, max_mem=max_mem)
 
 
 class Parts:
@@ -192,7 +189,7 @@ class _FieldIndex:
         matched: set[int] = set()  # regex indexes
         if candidates or self.regex_set is not None:
             data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
-            matched = {index for index in candidates if self.compiled[index].search(data)}
+            matched = {index for index in candidates if re2spans.search(self.compiled[index], data) is not None}
             if self.regex_set is not None:
                 matched.update(self.unfiltered[i] for i in self.regex_set.Match(data) or ())
         specs = self.equals.get(lowered.strip())

@@ -1,0 +1,100 @@
+"""The fallback is fitted in a child process, so the serving process never waits on scikit-learn.
+
+Fitting takes seconds of CPU, and scikit-learn's sparse and array steps hold the GIL in
+long calls: on a thread of the serving process they stalled its event loop for hundreds of
+milliseconds. The child (spawned: a fork of a threaded server is unsafe) reads the same rules
+directory, checks that it holds the version being served, builds the training set and fits,
+at a lower scheduling priority; it sends back a `Fitted` (plain arrays and lists, ~4 ms to
+unpickle) and exits. The serving process then builds the `Fallback` from it in Python loops,
+which yield the GIL every few milliseconds. A newer load, or shutdown, terminates a child
+whose answer nobody will use.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from service.errors import RulesInvalid
+from service.rules.engine import Ruleset
+from service.rules.fallback import Fallback, Fitted, enough_to_learn, fit
+from service.rules.loader import load_ruleset
+from service.rules.training import training_set
+
+_NICE = 10  # the child yields the CPU to the serving process on a busy machine
+
+
+class StaleRules(Exception):
+    """The rules directory no longer holds the version being served: a newer load trains its own."""
+
+
+class TrainingFailed(Exception):
+    """The child raised, or died (killed, out of memory, terminated by `stop`)."""
+
+
+class Trainer:
+    """Fits in one child process at a time; `stop` terminates the one under way."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: Any = None
+
+    def train(self, ruleset: Ruleset, root: Path, min_confidence: float) -> Fallback | None:
+        """The fallback for `ruleset` (loaded from `root`); None when there is too little to learn
+        from. Raises StaleRules or TrainingFailed. Blocks the calling thread, not the GIL."""
+        context = multiprocessing.get_context("spawn")
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_child, args=(str(root), ruleset.version, send), daemon=True,
+                                name="errtriage-fallback-fit")
+        with self._lock:
+            self._child = child
+            child.start()
+        send.close()  # the child holds the only writer: its exit ends recv() with EOFError
+        try:
+            kind, value = receive.recv()
+        except EOFError:
+            child.join()
+            raise TrainingFailed(f"the training process ended without an answer (exit code {child.exitcode})") \
+                from None
+        finally:
+            receive.close()
+        child.join()
+        if kind == "stale":
+            raise StaleRules(value)
+        if kind == "error":
+            raise TrainingFailed(value)
+        return Fallback(value, min_confidence) if value is not None else None
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._child is not None and self._child.is_alive():
+                self._child.terminate()
+
+
+def _child(root: str, version: str, send: Connection) -> None:
+    """In the child: fit, and send ("fitted", Fitted | None), ("stale", why) or ("error", what)."""
+    os.nice(_NICE)
+    try:
+        send.send(("fitted", _fit(root, version)))
+    except StaleRules as exc:
+        send.send(("stale", str(exc)))
+    except Exception as exc:  # relayed to the parent, which logs it and keeps the rules alone serving
+        send.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        send.close()
+
+
+def _fit(root: str, version: str) -> Fitted | None:
+    """The same rules, their training set, fitted."""
+    try:
+        ruleset = load_ruleset(Path(root))
+    except RulesInvalid as exc:
+        raise StaleRules(f"the rules under {root} changed and no longer load") from exc
+    if ruleset.version != version:
+        raise StaleRules(f"the rules under {root} changed ({version} -> {ruleset.version})")
+    examples = training_set(ruleset)
+    return fit(examples) if enough_to_learn(examples) else None
