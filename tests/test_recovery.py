@@ -154,7 +154,7 @@ def test_pipeline_step_failed_event_is_a_report(live: Callable[..., httpx.Client
         assert (pipeline["can_continue"], pipeline["next"], pipeline["stepId"]) == (can_continue, nxt, "seo")
 
 
-def test_the_readme_agent_loop_recovers_against_a_real_server(live: Callable[..., httpx.Client]) -> None:
+def test_the_documented_agent_loop_recovers_against_a_real_server(live: Callable[..., httpx.Client]) -> None:
     api = live()
     calls: list[tuple[str, dict[str, Any]]] = []
 
@@ -175,10 +175,10 @@ def test_the_readme_agent_loop_recovers_against_a_real_server(live: Callable[...
     assert answer == "holiday in US: no"
     assert [c[0] for c in calls] == ["isTodayHoliday", "is_today_holiday", "is_today_holiday"]
     assert waits == [1.0, 1.0]
-    readme = (ROOT / "README.md").read_text()
+    docs = (ROOT / "docs" / "agents.md").read_text()
     example = (ROOT / "examples" / "agent_loop.py").read_text()
     body = example[example.index("def call_with_recovery"):]
-    assert body.strip() in readme, "README's agent loop must be examples/agent_loop.py"
+    assert body.strip() in docs, "the agent loop in docs/agents.md must be examples/agent_loop.py"
 
 
 def test_the_agent_loop_gives_up_when_advised(live: Callable[..., httpx.Client]) -> None:
