@@ -93,7 +93,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(_: argparse.Namespace) -> int:
-    from service.rules.schema import RuleFile
+    from service.schema.rulefile import RuleFile
 
     schema = RuleFile.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

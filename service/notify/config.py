@@ -15,8 +15,9 @@ from typing import Any, Protocol
 from service.errors import RulesInvalid
 from service.notify.crosscheck import collect
 from service.notify.render import TemplateSet, load_templates
-from service.notify.schema import ChannelSpec, RouteSpec, SilenceMatch, SilenceSpec
-from service.rules.schema import ClassSpec, ProviderSpec
+from service.schema.classes import ClassSpec
+from service.schema.notify import ChannelSpec, RouteSpec, SilenceMatch, SilenceSpec
+from service.schema.providers import ProviderSpec
 
 
 class Classified(Protocol):

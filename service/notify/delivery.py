@@ -19,9 +19,9 @@ from service.notify.channels import Channels
 from service.notify.outgoing import Outgoing
 from service.notify.render import TemplateSet
 from service.notify.retry import Retrier
-from service.notify.schema import ChannelSpec
 from service.notify.variables import template_variables
 from service.redact import redact
+from service.schema.notify import ChannelSpec
 
 
 @dataclass(frozen=True, slots=True)

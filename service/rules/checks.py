@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from service.models import Classification, ErrorReport
 from service.rules.engine import Ruleset
-from service.rules.schema import Expectation, RuleTest
+from service.schema.cases import Expectation, RuleTest
 from service.triage import triage
 
 _EXPECTED_KEYS = ("class", "reason", "provider", "rule", "details")

@@ -16,7 +16,9 @@ from typing import Any
 from service.normalize import NormalizedError
 from service.rules.fallback import Fallback, Guess, LabelledReport
 from service.rules.matcher import Entry, Fields, Hit, SetMatcher
-from service.rules.schema import ClassRule, ClassSpec, MatchBlock, ProviderSpec, RecoverySpec, TextCondition
+from service.schema.classes import ClassRule, ClassSpec, RecoverySpec
+from service.schema.match import MatchBlock, TextCondition
+from service.schema.providers import ProviderSpec
 
 UNKNOWN_CLASS = "unknown"
 UNKNOWN_REASON = "unclassified"

@@ -30,8 +30,10 @@ from service.models import ErrorReport
 from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries, reason_decisions
 from service.rules.fallback import LabelledReport
 from service.rules.matcher import Entry, PatternError, SetMatcher
-from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
 from service.rules.training import with_fallback
+from service.schema.classes import ClassRule, ClassSpec
+from service.schema.providers import ProviderSpec
+from service.schema.rulefile import RuleFile
 
 TABLES = {
     "classes": ("classes", "rules"),

@@ -23,7 +23,7 @@ import re2
 
 from service.rules.literals import LiteralSet
 from service.rules.prefilter import atoms
-from service.rules.schema import MatchBlock, StatusItem, TextCondition
+from service.schema.match import MatchBlock, StatusItem, TextCondition
 
 Fields = dict[str, list[str]]  # normalized text values by field name (original case)
 # From this many regexes on a field, a regex waits for its required literals. Below it one RE2
