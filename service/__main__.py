@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
+from service.checks import CaseResult, check_ruleset, expected_of, run_case, summarize
 from service.errors import RulesInvalid, SettingsInvalid
-from service.rules.checks import CaseResult, check_ruleset, expected_of, run_case, summarize
 from service.rules.engine import Ruleset
 from service.rules.loader import load_ruleset
 from service.settings import DEFAULT_RULES_DIR, load_settings
