@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from service.models import DecidedBy
 from service.normalize import NormalizedError
 from service.rules.fallback import Fallback, Guess, LabelledReport
 from service.rules.matcher import Entry, Fields, Hit, SetMatcher
@@ -47,7 +48,7 @@ class Verdict:
     recovery: RecoverySpec
     captures: dict[str, str]
     explain: dict[str, Any] | None = None
-    decided_by: str = "rule"  # rule | fallback | none
+    decided_by: DecidedBy = "rule"
     confidence: float = 1.0
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy
+from numpy.typing import NDArray
 
 from service.models import ErrorReport
 from service.normalize import NormalizedError
@@ -107,26 +108,30 @@ class Fallback:
         self._train = [(e.origin, labels[i], e.error.message[:160]) for i, e in enumerate(examples)]
         self._blocks = (_Block(self._chars, 0), _Block(self._words, len(self._chars.vocabulary_)))
         self._weights = numpy.ascontiguousarray(self._model.coef_.T, dtype=numpy.float64)  # features x labels
-        self._intercept = self._model.intercept_.astype(numpy.float64)
+        self._intercept: NDArray[numpy.float64] = self._model.intercept_.astype(numpy.float64)
 
     def _rows(self, texts: list[str], tokens: list[str], fit: bool = False) -> csr_matrix:
         if fit:
-            return self._hstack([self._chars.fit_transform(texts), self._words.fit_transform(tokens)]).tocsr()
-        return self._hstack([self._chars.transform(texts), self._words.transform(tokens)]).tocsr()
+            blocks = [self._chars.fit_transform(texts), self._words.fit_transform(tokens)]
+        else:
+            blocks = [self._chars.transform(texts), self._words.transform(tokens)]
+        rows: csr_matrix = self._hstack(blocks).tocsr()  # sklearn's matrices are untyped
+        return rows
 
     @property
     def labels(self) -> list[str]:
         """The "class/reason" labels, in the order `probabilities` answers them."""
         return self._labels
 
-    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
+    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> NDArray[numpy.float64]:
         """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
-        columns, values = [], []
+        columns: list[int] = []
+        values: list[float] = []
         for block, text in zip(self._blocks, (text_of(error), tokens_of(error, provider_kind)), strict=True):
             block.vector(text, columns, values)
         decision = self._intercept + numpy.asarray(values) @ self._weights[columns] if columns else self._intercept
         sigmoid = 1.0 / (1.0 + numpy.exp(-decision))
-        return sigmoid / sigmoid.sum()
+        return sigmoid / float(sigmoid.sum())
 
     def predict(self, error: NormalizedError, provider_kind: str | None, explain: bool = False) -> Guess | None:
         """The most probable class (its reasons' probabilities summed) and its likeliest reason,
@@ -150,7 +155,7 @@ class Fallback:
         weights = self._model.coef_[label]
         contributions = sorted(((float(row.data[k] * weights[j]), int(j)) for k, j in enumerate(row.indices)),
                                reverse=True)[:_STRONGEST]
-        similarity: numpy.ndarray = (self._train_rows @ row.T).toarray().ravel()
+        similarity: NDArray[numpy.float64] = (self._train_rows @ row.T).toarray().ravel()
         nearest = similarity.argsort()[::-1][:_NEAREST]
         return {
             "model": "linear classifier (logistic loss) over character n-grams and shape tokens",
@@ -159,9 +164,11 @@ class Fallback:
                                   "similarity": round(float(similarity[i]), 3)} for i in nearest],
         }
 
-    def sklearn_probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
+    def sklearn_probabilities(self, error: NormalizedError, provider_kind: str | None) -> NDArray[numpy.float64]:
         """The same through scikit-learn's own transform and predict_proba (what tests compare with)."""
-        return self._model.predict_proba(self._rows([text_of(error)], [tokens_of(error, provider_kind)]))[0]
+        probabilities: NDArray[numpy.float64] = self._model.predict_proba(
+            self._rows([text_of(error)], [tokens_of(error, provider_kind)]))
+        return probabilities[0, :]
 
 class _Block:
     """One fitted vectorizer's transform for one text, without sklearn's per-call checks."""
