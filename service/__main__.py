@@ -194,7 +194,8 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     print(f"{len(lines)} reports, {total} not decided by a rule, {len(inbox)} groups")
     for view in views:
         suggested = view["suggested"]
-        said = f"fallback: {suggested['class']}/{suggested['reason']} ({suggested['confidence']})" if suggested else "unknown"
+        said = (f"fallback: {suggested['class']}/{suggested['reason']} ({suggested['confidence']})" if suggested
+                else "unknown")
         print(f"\n## {view['count']} x {view['fingerprint']} ({said})\n{view['draft_rule']}", end="")
     return 0
 
@@ -234,7 +235,8 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("payloads")
     diff.add_argument("--rules", action="append", default=[])
     diff.set_defaults(func=cmd_diff)
-    suggest = sub.add_parser("suggest", help="group the reports of a JSONL file no rule decides and draft a rule for each")
+    suggest = sub.add_parser("suggest",
+                             help="group the reports of a JSONL file no rule decides and draft a rule for each")
     suggest.add_argument("reports", help="one JSON report a line")
     suggest.add_argument("--rules", default=str(DEFAULT_RULES_DIR))
     suggest.add_argument("--limit", type=int, default=50, help="groups shown, most frequent first")

@@ -1,4 +1,4 @@
-"""Project hygiene held in CI: one-way imports, clean types, a lint-clean Dockerfile."""
+"""Project hygiene held in CI: one-way imports, clean types and lint, a lint-clean Dockerfile."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ def test_mypy_is_clean() -> None:
     """Strict, with pydantic's plugin ([tool.mypy] in pyproject.toml); the client package too."""
     result = subprocess.run([str(BIN / "mypy"), "service", "clients/python/errtriage_client"], cwd=ROOT,
                             capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_is_clean() -> None:
+    """The rules chosen in [tool.ruff] of pyproject.toml."""
+    result = subprocess.run([str(BIN / "ruff"), "check", "--no-cache", "service"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -159,7 +159,8 @@ class Fallback:
         nearest = similarity.argsort()[::-1][:_NEAREST]
         return {
             "model": "linear classifier (logistic loss) over character n-grams and shape tokens",
-            "strongest_features": [{"feature": self._names[j], "weight": round(w, 3)} for w, j in contributions if w > 0],
+            "strongest_features": [{"feature": self._names[j], "weight": round(w, 3)}
+                                   for w, j in contributions if w > 0],
             "nearest_examples": [{"from": self._train[i][0], "label": self._train[i][1], "message": self._train[i][2],
                                   "similarity": round(float(similarity[i]), 3)} for i in nearest],
         }
