@@ -128,7 +128,8 @@ def main() -> None:
         rps = statistics.median(r for r, _ in measured)
         p99 = statistics.median(p for _, p in measured)
         # Each round's ratio to the bare run next to it, so a slow minute of the machine cancels out.
-        ratios = [r / bare for (r, _), (bare, _) in zip(measured, results[(BARE, "/v1/classify", kind, conns)])]
+        beside = results[(BARE, "/v1/classify", kind, conns)]
+        ratios = [r / bare for (r, _), (bare, _) in zip(measured, beside, strict=True)]
         spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
         print(f"{name:24} {path:13} {kind:9} {conns:>5} {rps:>7.0f} {p99:>7.2f} {statistics.median(ratios):>7.2f}x "
               f"{spread:>12}")

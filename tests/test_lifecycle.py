@@ -25,7 +25,8 @@ rules:
     match: {message: {contains: [frobnicator quota]}}
     tests: [{message: "frobnicator quota hit"}]
 """
-BROKEN = "rules:\n  - id: broken\n    class: account_level\n    reason: plan_limit\n    match: {message: {regex: ['(?=x)']}}\n"
+BROKEN = ("rules:\n  - id: broken\n    class: account_level\n    reason: plan_limit\n"
+          "    match: {message: {regex: ['(?=x)']}}\n")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
