@@ -18,14 +18,15 @@ import string
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from service.models import ErrorReport  # noqa: E402
-from service.normalize import normalize  # noqa: E402
-from service.rules.engine import classify  # noqa: E402
-from service.rules.loader import load_ruleset  # noqa: E402
+from service.models import ErrorReport
+from service.normalize import normalize
+from service.rules.engine import classify
+from service.rules.loader import load_ruleset
 
 SHIPPED = Path(__file__).resolve().parent.parent / "rules"
 
@@ -57,7 +58,7 @@ def messages(count: int, rng: random.Random) -> list[str]:
     return [" ".join(word(rng, 3, 9) for _ in range(150))[:1024] for _ in range(count)]
 
 
-def per_message_us(fn, texts: list[str]) -> float:  # noqa: ANN001
+def per_message_us(fn: Callable[[str], object], texts: list[str]) -> float:
     started = time.perf_counter()
     for text in texts:
         fn(text)
@@ -91,9 +92,11 @@ def main() -> None:
         for count, _, _, ruleset, _ in loaded:
             us = per_message_us(lambda t: classify(normalize(ErrorReport(message=t)), ruleset), texts)  # noqa: B023
             best[count] = min(best[count], us)
-    print(f"{'extra rules':>11} {'load s':>7} {'RSS MiB':>8} {'errtriage µs':>13} {'python re loop µs':>18} {'ratio':>7}")
+    print(f"{'extra rules':>11} {'load s':>7} {'RSS MiB':>8} {'errtriage µs':>13} "
+          f"{'python re loop µs':>18} {'ratio':>7}")
     for count, load_s, rss, _, naive in loaded:
-        print(f"{count:>11} {load_s:>7.2f} {rss:>8.0f} {best[count]:>13.1f} {naive:>18.1f} {best[count] / best[0]:>6.2f}x")
+        print(f"{count:>11} {load_s:>7.2f} {rss:>8.0f} {best[count]:>13.1f} {naive:>18.1f} "
+              f"{best[count] / best[0]:>6.2f}x")
     print(f"\n{opts.messages} distinct ~1 KB messages matching no rule (normalize + classify, best of {opts.rounds} "
           "interleaved rounds); 'ratio' is against the shipped tables alone (0 extra rules); RSS is the process "
           "peak after loading that size.")

@@ -148,7 +148,8 @@ def main() -> None:
               f"{spread:>12} {to_raw:>6.2f}x")
     where = f"servers on CPU {SERVER_CPUS}, wrk on CPU {WRK_CPUS}" if pin else "unpinned"
     print(f"\nMedians of {opts.rounds} interleaved rounds of {opts.seconds}s ('vs bare': the median of each round's "
-          f"ratio to the bare run beside it, 'range' its lowest and highest; 'vs raw' the same against the raw ASGI app); {opts.workers} uvicorn worker(s) "
+          f"ratio to the bare run beside it, 'range' its lowest and highest; 'vs raw' the same against the raw "
+          f"ASGI app); {opts.workers} uvicorn worker(s) "
           f"per server, wrk -t1 on loopback, {CPUS} CPUs ({where}).")
 
 

@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 from bench.http_bench import BODY, CPUS, DISTINCT, SAME, SERVER_CPUS, WRK_CPUS, wait_ready, wrk  # noqa: E402
 from tests.servers import RedisServer, free_port  # noqa: E402
 
-
 # A third body: a distinct user in every request, so no report is throttled and every one is
 # written to the stream (and mailed): the worst case for Redis, where "same"/"distinct" are a burst.
 NEW_GROUP = SAME + """counter = 0
@@ -174,7 +173,7 @@ def main() -> None:
     print(f"{'body':9} {'Redis off req/s':>16} {'Redis on req/s':>15} {'on/off':>7} {'range':>10}")
     for kind in KINDS:
         off, on = results[("off", kind)], results[("on", kind)]
-        ratios = [b / a for a, b in zip(off, on)]
+        ratios = [b / a for a, b in zip(off, on, strict=True)]
         print(f"{kind:9} {statistics.median(off):>16.0f} {statistics.median(on):>15.0f} "
               f"{statistics.median(ratios):>6.2f}x {min(ratios):.2f}-{max(ratios):.2f}")
     print(f"\nreport -> delivered email, {opts.emails} reports one at a time (ms):")

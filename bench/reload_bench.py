@@ -27,13 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from prometheus_client import CollectorRegistry  # noqa: E402
+from prometheus_client import CollectorRegistry
 
-from bench.classify_bench import SHIPPED, synthetic_rules  # noqa: E402
-from service.api.app import create_app  # noqa: E402
-from service.models import ErrorReport  # noqa: E402
-from service.settings import Settings  # noqa: E402
-from service.triage import triage  # noqa: E402
+from bench.classify_bench import SHIPPED, synthetic_rules
+from service.api.app import create_app
+from service.models import ErrorReport
+from service.settings import Settings
+from service.triage import triage
 
 TICK = 0.001
 REPORT = ErrorReport(message="Error code: 429 - {'error': {'message': 'Rate limit reached for gpt-4o in organization "

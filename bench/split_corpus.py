@@ -103,7 +103,7 @@ def main() -> None:
     for path in sorted(args.collected.glob("*/*.yaml")):
         parts: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
         for index, case in enumerate((yaml.safe_load(path.read_text()) or {}).get("cases") or []):
-            problem = _problem(case, {k: v for k, v in vocabulary.items()})
+            problem = _problem(case, dict(vocabulary))
             if problem is not None:
                 print(f"{path}#{index}: skipped: {problem}", file=sys.stderr)
                 counts["invalid"] += 1
@@ -116,7 +116,8 @@ def main() -> None:
             source = str(case["source"])
             parts[held_out(source, args.held_out_percent) and origin(source) not in tuning].append(case)
         name = f"{path.parent.name}-{path.stem}.yaml"
-        where = "# Collected from public sources (each case names its own); split by source: see bench/split_corpus.py.\n"
+        where = ("# Collected from public sources (each case names its own); "
+                 "split by source: see bench/split_corpus.py.\n")
         if parts[True]:
             _write(HELD_OUT / name, "cases", "# errtriage corpus, HELD-OUT part: no rule is written or tuned from it.\n"
                    + where, parts[True])

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
+from service.checks import CaseResult, check_ruleset, expected_of, run_case, summarize
 from service.errors import RulesInvalid, SettingsInvalid
-from service.rules.checks import CaseResult, check_ruleset, expected_of, run_case, summarize
 from service.rules.engine import Ruleset
 from service.rules.loader import load_ruleset
 from service.settings import DEFAULT_RULES_DIR, load_settings
@@ -93,7 +93,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(_: argparse.Namespace) -> int:
-    from service.rules.schema import RuleFile
+    from service.schema.rulefile import RuleFile
 
     schema = RuleFile.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -194,7 +194,8 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     print(f"{len(lines)} reports, {total} not decided by a rule, {len(inbox)} groups")
     for view in views:
         suggested = view["suggested"]
-        said = f"fallback: {suggested['class']}/{suggested['reason']} ({suggested['confidence']})" if suggested else "unknown"
+        said = (f"fallback: {suggested['class']}/{suggested['reason']} ({suggested['confidence']})" if suggested
+                else "unknown")
         print(f"\n## {view['count']} x {view['fingerprint']} ({said})\n{view['draft_rule']}", end="")
     return 0
 
@@ -234,7 +235,8 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("payloads")
     diff.add_argument("--rules", action="append", default=[])
     diff.set_defaults(func=cmd_diff)
-    suggest = sub.add_parser("suggest", help="group the reports of a JSONL file no rule decides and draft a rule for each")
+    suggest = sub.add_parser("suggest",
+                             help="group the reports of a JSONL file no rule decides and draft a rule for each")
     suggest.add_argument("reports", help="one JSON report a line")
     suggest.add_argument("--rules", default=str(DEFAULT_RULES_DIR))
     suggest.add_argument("--limit", type=int, default=50, help="groups shown, most frequent first")

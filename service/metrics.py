@@ -38,72 +38,72 @@ class Children:
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
-        kw = {"registry": registry}
         self.errors = Counter(
             "errtriage_errors", "Errors reported on /v1/errors, by class, reason and provider.",
-            ["class", "reason", "provider"], **kw,
+            ["class", "reason", "provider"], registry=registry,
         )
         self.rule_matches = Counter(
-            "errtriage_rule_matches", "Reports each class rule decided (on /v1/errors).", ["rule"], **kw
+            "errtriage_rule_matches", "Reports each class rule decided (on /v1/errors).", ["rule"], registry=registry
         )
         self.classify_seconds = Histogram(
             "errtriage_classify_seconds", "Time to normalize and classify one report.",
             buckets=(0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
-            **kw,
+            registry=registry,
         )
         self.notifications = Counter(
             "errtriage_notifications", "Notification outcomes by channel, class and outcome.",
-            ["channel", "class", "outcome"], **kw,
+            ["channel", "class", "outcome"], registry=registry,
         )
         self.delivery_seconds = Histogram(
             "errtriage_notification_delivery_seconds", "Time from dispatch to a successful send.", ["channel"],
-            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600), **kw,
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600), registry=registry,
         )
         self.queue_depth = Gauge(
             "errtriage_notification_queue_depth", "Notifications waiting to be sent.",
-            multiprocess_mode="livesum", **kw,
+            multiprocess_mode="livesum", registry=registry,
         )
         # With ERRTRIAGE_REDIS_URL: the shared stream (every process reports the same value: take the
         # max across replicas, never the sum), this process's outbox, Redis faults and claims (counters).
         self.stream_length = Gauge(
             "errtriage_notify_stream_length", "Notifications in the shared Redis stream (not yet acknowledged).",
-            multiprocess_mode="livemax", **kw,
+            multiprocess_mode="livemax", registry=registry,
         )
         self.stream_pending = Gauge(
             "errtriage_notify_stream_pending", "Stream entries read by a consumer and not yet acknowledged.",
-            multiprocess_mode="livemax", **kw,
+            multiprocess_mode="livemax", registry=registry,
         )
         self.outbox_depth = Gauge(
             "errtriage_notify_outbox_depth", "Notifications held in this process until written to Redis.",
-            multiprocess_mode="livesum", **kw,
+            multiprocess_mode="livesum", registry=registry,
         )
         self.redis_up = Gauge(
             "errtriage_redis_up", "1 if this process's last Redis operation succeeded, else 0.",
-            multiprocess_mode="livemin", **kw,
+            multiprocess_mode="livemin", registry=registry,
         )
         self.redis_errors = Counter(
-            "errtriage_redis_errors", "Failed Redis operations, by operation.", ["operation"], **kw,
+            "errtriage_redis_errors", "Failed Redis operations, by operation.", ["operation"], registry=registry,
         )
         self.claims = Counter(
-            "errtriage_notify_claims", "Stream entries claimed from a consumer that stopped refreshing them.", **kw,
+            "errtriage_notify_claims", "Stream entries claimed from a consumer that stopped refreshing them.",
+            registry=registry,
         )
         for operation in REDIS_OPERATIONS:
             self.redis_errors.labels(operation)
-        self.reloads = Counter("errtriage_rules_reload", "Rule reloads by outcome.", ["outcome"], **kw)
+        self.reloads = Counter("errtriage_rules_reload", "Rule reloads by outcome.", ["outcome"], registry=registry)
         self.last_reload_success = Gauge(
             "errtriage_rules_last_reload_success", "1 if the last rule reload succeeded, else 0.",
-            multiprocess_mode="min", **kw,
+            multiprocess_mode="min", registry=registry,
         )
         self.last_reload_success_time = Gauge(
             "errtriage_rules_last_reload_success_timestamp_seconds", "When the rules last loaded successfully.",
-            multiprocess_mode="max", **kw,
+            multiprocess_mode="max", registry=registry,
         )
         self.rules_loaded = Gauge(
-            "errtriage_rules_loaded", "Entries loaded per table.", ["table"], multiprocess_mode="max", **kw
+            "errtriage_rules_loaded", "Entries loaded per table.", ["table"], multiprocess_mode="max", registry=registry
         )
         self.rules_version = Gauge(
             "errtriage_rules_version_info", "The loaded rules' content hash (value 1 for the current one).",
-            ["version"], multiprocess_mode="max", **kw,
+            ["version"], multiprocess_mode="max", registry=registry,
         )
         for outcome in RELOAD_OUTCOMES:
             self.reloads.labels(outcome)

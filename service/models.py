@@ -107,7 +107,8 @@ class ErrorReport(BaseModel):
     def _bare_pipeline_event(cls, data: Any) -> Any:
         """Seed 003's `pipeline:step-failed` event, posted as it is, is a report of its `raw`."""
         if isinstance(data, dict) and not data.keys() & _REPORT_FIELDS and (
-                (data.get("event") == "pipeline:step-failed" and "payload" in data) or ("stepId" in data and "error" in data)):
+                (data.get("event") == "pipeline:step-failed" and "payload" in data)
+                or ("stepId" in data and "error" in data)):
             return {"raw": data}
         return data
 

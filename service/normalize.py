@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import re2
 
-from service.models import ErrorReport
 from service import re2spans
+from service.models import ErrorReport
 from service.redact import redact, redact_value
 
 MESSAGE_CAP = 16 * 1024  # longer messages are matched on their head and tail
@@ -46,8 +46,8 @@ _STATUS_IN_MESSAGE = _re2("|".join((  # the leftmost of these phrasings wins
     r"(?i:\bstatus(?:[ _]?code)?[\s:=]+([45]\d\d)\b)",
     r"\bHTTP(?:/\d(?:\.\d)?)?[\s:]+([45]\d\d)\b",
     r"^\W*(?:\w+(?:[. ]\w+)*\s?(?:Error|Exception)\]?:\s*)?([45]\d\d)[\s:{-]",  # `API Error: 400 {...}`
-    r"(?i:\b([45]\d\d)[\s:-]+(?:Too Many Requests|Unauthorized|Forbidden|Not Found|Payment Required|Bad Request"
-    r"|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Request Timeout|Conflict)\b)",
+    (r"(?i:\b([45]\d\d)[\s:-]+(?:Too Many Requests|Unauthorized|Forbidden|Not Found|Payment Required|Bad Request"
+     r"|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Request Timeout|Conflict)\b)"),
 )))
 _HOST_IN_TEXT = _re2(
     r"(?i)(?:https?|wss?|ssh|git)://(?:[^@/\s]+@)?([a-z0-9.-]+)|(?:\bgit@)([a-z0-9.-]+):"

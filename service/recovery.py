@@ -130,7 +130,8 @@ def build_recovery(verdict: Verdict, error: NormalizedError, details: dict[str, 
     if action is Action.discover_tool:
         recovery.retry_hint = None
         recovery.alternatives = []
-        recovery.suggested_tools = suggest_tools(details.get("tool") or error.tool, error.context.get("available_tools"))
+        recovery.suggested_tools = suggest_tools(details.get("tool") or error.tool,
+                                                 error.context.get("available_tools"))
     if retryable and attempts_left == 0:
         retryable = False
         recovery.action = Action.switch_model if verdict.class_ == "tool_calling" else Action.escalate

@@ -33,8 +33,8 @@ _SHAPES: tuple[tuple[str, str], ...] = (
     ("url_password", r"(?P<k4>\b[a-z][a-z0-9+.-]*://[^/\s:@]{1,256}:)[^@\s/]{1,256}(?=@)"),
     (
         "key_value",
-        r"(?P<k5>\b(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret|password|passwd|secret)"
-        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{4,}",
+        (r"(?P<k5>\b(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret|password|passwd|secret)"
+         r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{4,}"),
     ),
     ("query_key", r"(?P<k6>[?&](?:key|token|api_key|apikey|access_token|sig|signature)=)[^&\s\"']{4,}"),
 )

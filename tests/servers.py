@@ -19,7 +19,6 @@ import uvicorn
 
 from service.api.server import HTTP_PROTOCOL
 
-
 _HANDED_OUT: set[int] = set()
 
 
@@ -124,9 +123,10 @@ class RedisServer:
                 if client.ping():
                     client.close()
                     return self
-            except redis.RedisError:
+            except redis.RedisError as exc:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start: {(self.directory / 'redis.log').read_text()}")
+                    log = (self.directory / "redis.log").read_text()
+                    raise RuntimeError(f"redis-server did not start: {log}") from exc
                 time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:

@@ -1,4 +1,4 @@
-"""Project hygiene held in CI: one-way imports, a lint-clean Dockerfile."""
+"""Project hygiene held in CI: one-way imports, clean types and lint, a lint-clean Dockerfile."""
 
 from __future__ import annotations
 
@@ -14,7 +14,21 @@ BIN = Path(sys.executable).parent
 def test_import_contracts_hold() -> None:
     result = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 2 kept, 0 broken." in result.stdout
+    assert "Contracts: 4 kept, 0 broken." in result.stdout
+
+
+def test_mypy_is_clean() -> None:
+    """Strict, with pydantic's plugin ([tool.mypy] in pyproject.toml); the client package too."""
+    result = subprocess.run([str(BIN / "mypy"), "service", "clients/python/errtriage_client"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_is_clean() -> None:
+    """The rules chosen in [tool.ruff] of pyproject.toml, on the service and every other Python file."""
+    result = subprocess.run([str(BIN / "ruff"), "check", "--no-cache", "service", "clients/python", "tests", "bench",
+                             "examples"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_dockerfile_passes_hadolint() -> None:

@@ -80,7 +80,8 @@ def httpx_rate_limited() -> httpx.HTTPStatusError:
     request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions?key=sk-secret")
     response = httpx.Response(429, request=request, headers={"retry-after": "20", "authorization": "Bearer x"},
                               json={"error": {"message": "Rate limit reached for gpt-4o in organization org-x on "
-                                              "tokens per min (TPM).", "type": "tokens", "code": "rate_limit_exceeded"}})
+                                                         "tokens per min (TPM).",
+                                              "type": "tokens", "code": "rate_limit_exceeded"}})
     try:
         response.raise_for_status()
     except httpx.HTTPStatusError as exc:
@@ -170,7 +171,7 @@ def test_a_wrapper_takes_what_the_error_it_wraps_carries() -> None:
         try:
             raise openai_quota()
         except OpenAIRateLimitError:
-            raise KeyError("unrelated")  # an implicit context is not what failed
+            raise KeyError("unrelated")  # noqa: B904 - an implicit context is not what failed
     except KeyError as unrelated:
         assert "status" not in from_exception(unrelated)
 
@@ -338,7 +339,8 @@ def test_agent_actions_are_handed_back_with_the_hint(url: str) -> None:
 
 def test_errtriage_down_reraises_the_calls_own_error() -> None:
     failure = anthropic_overloaded()
-    with Client(f"http://127.0.0.1:{free_port()}", timeout=0.5) as errtriage, pytest.raises(AnthropicOverloaded) as raised:
+    with (Client(f"http://127.0.0.1:{free_port()}", timeout=0.5) as errtriage,
+          pytest.raises(AnthropicOverloaded) as raised):
         follow_recovery(errtriage, Flaky(failure), sleep=lambda s: None)
     assert raised.value is failure
 

@@ -110,7 +110,8 @@ def test_playground_classifies_a_pasted_payload(browser: Any, console: Process, 
     assert browser.switch_to.active_element == box  # focused: paste and go
     box.send_keys(json.dumps(payload))
     box.send_keys(Keys.CONTROL, Keys.ENTER)
-    wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=class]").text == "ai_credits / quota_exceeded")
+    wait(browser,
+         lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=class]").text == "ai_credits / quota_exceeded")
     wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=route]").text == "ai-credits-user")
     wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#explain-table tr.won td").text == expected["rule"])
 
@@ -137,7 +138,8 @@ def test_rules_page_lists_the_shipped_rules(browser: Any, console: Process, tmp_
     assert len(browser.find_elements(By.CSS_SELECTOR, "#rules-table tr.dead")) == len(loaded["rules"]) - 1
     search = browser.find_element(By.CSS_SELECTOR, "input[type=search]")
     search.send_keys("rate-limited")
-    wait(browser, lambda d: all("rate-limited" in r.text for r in d.find_elements(By.CSS_SELECTOR, "#rules-table tbody tr")))
+    wait(browser, lambda d: all("rate-limited" in r.text
+                                for r in d.find_elements(By.CSS_SELECTOR, "#rules-table tbody tr")))
     search.clear()
     screenshots(browser, tmp_path, "rules", lambda d: d.find_elements(By.CSS_SELECTOR, "#rules-table tbody tr"))
     no_console_errors(browser)

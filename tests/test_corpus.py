@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bench.split_corpus import origin
-from service.rules.checks import run_case
+from service.checks import run_case
 from service.rules.engine import Ruleset
 
 ROOT = Path(__file__).resolve().parent.parent

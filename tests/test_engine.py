@@ -10,7 +10,7 @@ import pytest
 from service.errors import RulesInvalid
 from service.models import ErrorReport
 from service.normalize import normalize
-from service.rules.engine import DECIDED_SIZE, Ruleset, classify
+from service.rules.engine import DECIDED_SIZE, Ruleset, Verdict, classify
 from service.rules.loader import load_ruleset
 from service.rules.matcher import MEMO_SIZE
 
@@ -39,7 +39,7 @@ def build(tmp_path: Path, **class_files: str) -> Ruleset:
     return load_ruleset(tmp_path)
 
 
-def verdict(ruleset: Ruleset, **report: object):  # noqa: ANN201
+def verdict(ruleset: Ruleset, **report: object) -> Verdict:
     return classify(normalize(ErrorReport.model_validate(report)), ruleset)
 
 
@@ -172,7 +172,8 @@ def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Pat
         lines.append(f"  - {{id: p{i}, class: demo, reason: a, match: {{message: {{regex: ['alpha{i}x? beta']}}}}}}")
     lines.append("  - {id: atom, class: demo, reason: b, match: {message: {regex: ['(?P<who>\\w+) bravo7 charlie']}}}")
     lines.append("  - {id: loose, class: demo, reason: c, match: {message: {regex: ['^z+$']}}}")
-    lines.append("  - {id: both, class: demo, reason: a, match: {message: {regex: ['delta9[-_ ]?(?:error|failure) now']}}}")
+    lines.append("  - {id: both, class: demo, reason: a, "
+                 "match: {message: {regex: ['delta9[-_ ]?(?:error|failure) now']}}}")
     ruleset = build(tmp_path, big="\n".join(lines))
     index = ruleset.matcher._fields["message"]
     assert len(index.unfiltered) == 1  # past PREFILTER_FROM regexes, only '^z+$' has no literal to wait for
@@ -195,7 +196,8 @@ def test_the_scan_memo_is_bounded_and_never_changes_an_answer(tmp_path: Path) ->
           - {id: lit, class: demo, reason: a, match: {message: {contains: [boom]}}}
           - {id: rx, class: demo, reason: b, match: {message: {regex: ['\\bcode \\d{3}\\b']}}}
     """)
-    answers = [(v.rule.id if v.rule else None) for v in (verdict(ruleset, message=m) for m in ("boom", "code 404", "x"))]
+    answers = [(v.rule.id if v.rule else None)
+               for v in (verdict(ruleset, message=m) for m in ("boom", "code 404", "x"))]
     assert answers == ["lit", "rx", None]
     for i in range(MEMO_SIZE + 10):  # distinct short messages: the memo fills, clears, refills
         assert verdict(ruleset, message=f"quiet {i}").rule is None
@@ -227,7 +229,8 @@ def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
     def table(last: str) -> str:
         lines = ["rules:"] + [f"  - {{id: q{i}, class: demo, reason: a, match: {{message: {{regex: ['qq{i}x? zz']}}}}}}"
                               for i in range(1200)]  # past PREFILTER_FROM: atoms are parsed too
-        return "\n".join([*lines, f"  - {{id: last, class: demo, reason: b, match: {{message: {{regex: ['{last}']}}}}}}"])
+        last_rule = f"  - {{id: last, class: demo, reason: b, match: {{message: {{regex: ['{last}']}}}}}}"
+        return "\n".join([*lines, last_rule])
 
     def parts(ruleset: Ruleset) -> dict[object, object]:
         return ruleset.matcher.parts

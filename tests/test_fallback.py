@@ -105,7 +105,8 @@ def test_an_example_with_an_undeclared_label_is_refused_with_file_and_line(tmp_p
     root = tmp_path / "rules"
     shutil.copytree(DATA, root)
     (root / "examples" / "10-bad.yaml").write_text(
-        "examples:\n  - source: here\n    report: {message: x}\n    expect: {class: account_level, reason: plan_limit}\n"
+        "examples:\n  - source: here\n    report: {message: x}\n"
+        "    expect: {class: account_level, reason: plan_limit}\n"
         "  - source: there\n    report: {message: y}\n    expect: {class: ai_credits, reason: quota_exceeded}\n")
     with pytest.raises(RulesInvalid) as caught:
         load_ruleset(root)

@@ -86,7 +86,8 @@ def test_pathological_regex_runs_in_linear_time(tmp_path: Path) -> None:
     (tmp_path / "classes").mkdir()
     (tmp_path / "classes" / "00.yaml").write_text(
         "classes:\n  - {id: demo, reasons: {a: {}}}\n"
-        "rules:\n  - {id: evil, class: demo, reason: a, match: {message: {regex: ['(a+)+$', '(x|x)*y', '(.*a){20}b']}}}\n")
+        "rules:\n  - {id: evil, class: demo, reason: a, "
+        "match: {message: {regex: ['(a+)+$', '(x|x)*y', '(.*a){20}b']}}}\n")
     ruleset = load_ruleset(tmp_path)
     started = time.perf_counter()
     verdict = classify(normalize(ErrorReport(message="a" * 16_000 + "!")), ruleset)

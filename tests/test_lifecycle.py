@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from prometheus_client import CollectorRegistry
 
 from service.api.server import HTTP_PROTOCOL, NoDelayH11Protocol, _NoDelay, set_nodelay
@@ -31,7 +30,8 @@ rules:
     match: {message: {contains: [frobnicator quota]}}
     tests: [{message: "frobnicator quota hit"}]
 """
-BROKEN = "rules:\n  - id: broken\n    class: account_level\n    reason: plan_limit\n    match: {message: {regex: ['(?=x)']}}\n"
+BROKEN = ("rules:\n  - id: broken\n    class: account_level\n    reason: plan_limit\n"
+          "    match: {message: {regex: ['(?=x)']}}\n")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:

@@ -32,7 +32,7 @@ def test_threads_scanning_one_set_each_get_their_own_scratch_space() -> None:
         try:
             for _ in range(300):
                 assert sorted(literals.indexes(b"aa bb " * 50)) == [0, 1]
-        except BaseException as exc:  # reported below, in the test's thread
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the test's thread
             failures.append(exc)
 
     threads = [threading.Thread(target=scan) for _ in range(4)]

@@ -11,11 +11,12 @@ from service.normalize import (
     SHAPE_MCP_RESULT,
     SHAPE_PIPELINE_STEP,
     SHAPE_SDK_ERROR,
+    NormalizedError,
     normalize,
 )
 
 
-def norm(**fields: object):  # noqa: ANN201 - test helper
+def norm(**fields: object) -> NormalizedError:
     return normalize(ErrorReport.model_validate(fields))
 
 
@@ -164,7 +165,8 @@ def test_retry_wait_in_text() -> None:
 
 def test_long_message_keeps_head_and_tail() -> None:
     n = norm(message="HEAD " + "x" * 100_000 + " TAIL insufficient_quota")
-    assert len(n.message) <= MESSAGE_CAP + 3 and n.message.startswith("HEAD") and n.message.endswith("insufficient_quota")
+    assert len(n.message) <= MESSAGE_CAP + 3
+    assert n.message.startswith("HEAD") and n.message.endswith("insufficient_quota")
 
 
 def test_secrets_are_redacted_before_matching() -> None:

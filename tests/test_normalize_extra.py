@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from service.models import ErrorReport
-from service.normalize import normalize
+from service.normalize import NormalizedError, normalize
 
 
-def norm(**fields: object):  # noqa: ANN201 - test helper
+def norm(**fields: object) -> NormalizedError:
     return normalize(ErrorReport.model_validate(fields))
 
 
@@ -67,7 +67,8 @@ def test_message_that_is_itself_a_json_body() -> None:
 def test_json_body_inside_an_embedded_message() -> None:
     # https://github.com/google-gemini/gemini-cli/issues/1906
     text = ('[API Error: {"error":{"message":"{\\n  \\"error\\": {\\n    \\"code\\": 429,\\n    \\"message\\": '
-            '\\"Resource has been exhausted (e.g. check quota).\\",\\n    \\"status\\": \\"RESOURCE_EXHAUSTED\\"\\n  }\\n}\\n",'
+            '\\"Resource has been exhausted (e.g. check quota).\\",'
+            '\\n    \\"status\\": \\"RESOURCE_EXHAUSTED\\"\\n  }\\n}\\n",'
             '"code":429,"status":"Too Many Requests"}}]')
     n = norm(message=text)
     assert n.message == text

@@ -61,7 +61,8 @@ def app(notify_settings: Callable[..., Settings], fake_clock: FakeClock) -> Iter
         def notifier(s: Settings, m: Metrics) -> Notifier:
             return Notifier(s, m, clock=fake_clock, sleep=fake_clock.sleep, jitter=lambda: 0.5)
 
-        apps.append(App(create_app(notify_settings(**settings), registry=registry, notifier_factory=notifier), registry))
+        app = create_app(notify_settings(**settings), registry=registry, notifier_factory=notifier)
+        apps.append(App(app, registry))
         return apps[-1]
 
     yield start

@@ -20,9 +20,9 @@ from service.normalize import NormalizedError
 from service.notify.outgoing import Outgoing
 from service.notify.pipeline import Notifier
 from service.notify.render import Rendered
-from service.notify.schema import WebhookChannelSpec
 from service.notify.webhook import WebhookChannel, retry_after
 from service.rules.engine import Ruleset
+from service.schema.notify import WebhookChannelSpec
 from service.settings import Settings
 from tests.conftest import FakeClock
 

@@ -75,7 +75,8 @@ def test_exhausted_provider_retries_escalate(shipped: Ruleset) -> None:
 def test_unknown_tool_suggests_real_names_and_no_retry_hint(shipped: Ruleset) -> None:
     body = advise(shipped, message="Model tried to call unavailable tool 'searchWeb'. Available tools: web_search.",
                   context={"available_tools": ["read_file", "web_search", "fetch_url", "search_files"]},
-                  raw=mcp_result({"error": "unknown_tool"}, {"retry_hint": "try again", "alternatives": [{"tool": "x"}]}))
+                  raw=mcp_result({"error": "unknown_tool"},
+                                 {"retry_hint": "try again", "alternatives": [{"tool": "x"}]}))
     recovery = body["recovery"]
     assert (body["class"], body["reason"], recovery["action"]) == ("tool_calling", "unknown_tool", "discover_tool")
     assert recovery["retry_hint"] is None and recovery["alternatives"] == []
@@ -111,7 +112,8 @@ def test_zero_results_is_a_question_about_the_input(shipped: Ruleset) -> None:
 
 
 @pytest.mark.parametrize("report", [
-    {"message": "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM). Please try again in 20s."},
+    {"message": ("Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM). "
+                 "Please try again in 20s.")},
     {"raw": {"error": {"code": 429, "message": "Resource exhausted. Please try again later.",
                        "status": "RESOURCE_EXHAUSTED", "details": [
                            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "20s"}]}}},

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 import redis
 
 from service.models import ErrorReport
@@ -87,7 +86,8 @@ def test_redis_inbox_is_the_same_algorithm_and_bounded(redis_url: str) -> None:
         total, groups = await inbox.top(3)
         await inbox.close()
         with redis.Redis.from_url(redis_url) as client:
-            return total, [g.fingerprint for g in groups], client.zcard(COUNTS_KEY), len(client.keys(GROUP_PREFIX + "*"))
+            return (total, [g.fingerprint for g in groups], client.zcard(COUNTS_KEY),
+                    len(client.keys(GROUP_PREFIX + "*")))
 
     total, top, kept, hashes = asyncio.run(run())
     assert total == 700
@@ -101,8 +101,9 @@ def _check(rules: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_drafted_rule_passes_check_and_classifies_the_next_one(shipped: Ruleset, rules_copy: Path) -> None:
-    report = ErrorReport.model_validate({**lag(5321, 17), "context": {"user_email": "alice@corp.com"},
-                                         "message": SHAPE.format(ms=5321, shard=17, req="r1") + " api_key=abcd1234secret"})
+    report = ErrorReport.model_validate({
+        **lag(5321, 17), "context": {"user_email": "alice@corp.com"},
+        "message": SHAPE.format(ms=5321, shard=17, req="r1") + " api_key=abcd1234secret"})
     example = example_of(report)
     assert "alice@corp.com" not in json.dumps(example) and "abcd1234secret" not in json.dumps(example)
     draft = draft_rule(example, shipped, key_of(example), 3)
@@ -205,7 +206,8 @@ def test_recorder_keeps_the_fallback_verdict_and_drops_past_its_buffer(shipped: 
     assert dropped == 2
     [group] = view["groups"]  # type: ignore[index]
     assert group["count"] == 3
-    assert group["suggested"] == {"class": "tool_error", "reason": "upstream_error", "provider": None, "confidence": 0.7}
+    assert group["suggested"] == {"class": "tool_error", "reason": "upstream_error", "provider": None,
+                                  "confidence": 0.7}
     assert "class: tool_error" in group["draft_rule"] and "reason: upstream_error" in group["draft_rule"]
 
 
@@ -223,7 +225,7 @@ def test_redis_down_classification_goes_on_and_the_inbox_catches_up(
     deadline = time.monotonic() + 20
     while True:
         inbox = httpx.get(f"{server.url}/v1/unknowns", headers=headers, timeout=20)
-        if inbox.status_code == 200 and inbox.json()["total_unknown"] == 2 or time.monotonic() > deadline:
+        if (inbox.status_code == 200 and inbox.json()["total_unknown"] == 2) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert [g["count"] for g in inbox.json()["groups"]] == [2]

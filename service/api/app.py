@@ -13,6 +13,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.body import refuse_declared_over
@@ -105,8 +107,10 @@ def _openapi(app: FastAPI) -> Any:
     return build
 
 
-_DOCUMENTED_MODELS = ((ErrorReport, "validation"), (BatchRequest, "validation"), (Problem, "serialization"),
-                      (Classification, "serialization"), (BatchResponse, "serialization"))
+_DOCUMENTED_MODELS: tuple[tuple[type[BaseModel], JsonSchemaMode], ...] = (
+    (ErrorReport, "validation"), (BatchRequest, "validation"), (Problem, "serialization"),
+    (Classification, "serialization"), (BatchResponse, "serialization"),
+)
 
 
 class ErrtriageApp(FastAPI):

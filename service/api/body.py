@@ -87,7 +87,8 @@ def parse_model(model: type[Model], body: bytes) -> Model:
             body.decode("utf-8")
         except UnicodeDecodeError:
             raise ProblemError(400, "The body is not valid UTF-8.") from exc
-        raise ProblemError(400, f"The body is not valid JSON: {invalid['msg'].removeprefix('Invalid JSON: ')}.") from exc
+        message = invalid["msg"].removeprefix("Invalid JSON: ")
+        raise ProblemError(400, f"The body is not valid JSON: {message}.") from exc
 
 
 async def read_model(request: Request, model: type[Model], limit: int) -> Model:

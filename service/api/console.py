@@ -63,8 +63,8 @@ def swagger_assets() -> Path:
 
 # The console's own files only: no inline script or style, no other origin, no framing.
 CONSOLE_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
-                                 b"form-action 'self'; frame-ancestors 'none'"),
+    (b"content-security-policy", (b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+                                  b"form-action 'self'; frame-ancestors 'none'")),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
 ]

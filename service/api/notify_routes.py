@@ -11,7 +11,7 @@ from service.api.body import read_model
 from service.api.deps import AdminDep, ServicesDep
 from service.api.problems import PROBLEM_JSON, ProblemError, problem_responses
 from service.notify.probe import ProbeResult
-from service.notify.schema import checked_address
+from service.schema.notify import checked_address
 
 router = APIRouter()
 

@@ -31,12 +31,12 @@ def set_nodelay(transport: asyncio.BaseTransport) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class _NoDelay:
+class _NoDelay(asyncio.Protocol):
     """Mixed in before a uvicorn HTTP protocol: TCP_NODELAY on every accepted connection."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         set_nodelay(transport)
-        super().connection_made(transport)  # type: ignore[misc]
+        super().connection_made(transport)
 
 
 class NoDelayH11Protocol(_NoDelay, H11Protocol):

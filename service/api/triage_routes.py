@@ -162,7 +162,7 @@ class TriageLane:
         except ProblemError as exc:
             await problem_response(exc.status, exc.detail, exc.errors, exc.headers)(scope, receive, send)
             return
-        except Exception:
+        except Exception:  # noqa: BLE001 - any bug is logged and answered with a 500 problem
             await internal_error(scope["path"])(scope, receive, send)
             return
         await send({"type": "http.response.start", "status": 200,

@@ -20,8 +20,8 @@ import httpx
 from service.notify.logchannel import LogChannel
 from service.notify.mail import EmailChannel, SmtpConfig
 from service.notify.outgoing import Outgoing
-from service.notify.schema import ChannelSpec, EmailChannelSpec, WebhookChannelSpec
 from service.notify.webhook import WebhookChannel
+from service.schema.notify import ChannelSpec, EmailChannelSpec, WebhookChannelSpec
 from service.settings import Settings
 
 NO_SMTP = "ERRTRIAGE_SMTP_HOST is not set"

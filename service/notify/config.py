@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from service.errors import RulesInvalid
+from service.models import DecidedBy
 from service.notify.crosscheck import collect
 from service.notify.render import TemplateSet, load_templates
-from service.notify.schema import ChannelSpec, RouteSpec, SilenceMatch, SilenceSpec
-from service.rules.schema import ClassSpec, ProviderSpec
+from service.schema.classes import ClassSpec
+from service.schema.notify import ChannelSpec, RouteSpec, SilenceMatch, SilenceSpec
+from service.schema.providers import ProviderSpec
 
 
 class Classified(Protocol):
@@ -25,7 +27,7 @@ class Classified(Protocol):
     class_: str
     reason: str
     provider: str | None
-    decided_by: str
+    decided_by: DecidedBy
 
 
 def _has(allowed: list[str] | None, value: str | None) -> bool:

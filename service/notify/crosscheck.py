@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.errors import RuleError
-from service.notify.schema import ChannelSpec, RouteSpec, SilenceSpec
-from service.rules.schema import ClassSpec, ProviderSpec
+from service.schema.classes import ClassSpec
+from service.schema.notify import ChannelSpec, RouteSpec, SilenceSpec
+from service.schema.providers import ProviderSpec
 
 
 @dataclass

@@ -8,7 +8,7 @@ A final failure is always logged with the whole notification (redacted), never s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from service.errors import DeliveryError
@@ -19,9 +19,9 @@ from service.notify.channels import Channels
 from service.notify.outgoing import Outgoing
 from service.notify.render import TemplateSet
 from service.notify.retry import Retrier
-from service.notify.schema import ChannelSpec
 from service.notify.variables import template_variables
 from service.redact import redact
+from service.schema.notify import ChannelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +110,7 @@ class Deliverer:
             "class": item.class_, "to": list(item.recipients)}
         self.give_up(item.channel.id, item.class_, notification, reason)
 
-    def give_up(self, channel_id: str, class_id: str, notification: dict[str, object], reason: str) -> None:
+    def give_up(self, channel_id: str, class_id: str, notification: Mapping[str, object], reason: str) -> None:
         """Count and log a final failure of a notification that may not even be a Delivery any more
         (a stored entry whose route or channel a reload removed)."""
         self._metrics.notification_count(channel_id, class_id, "failed").inc()

@@ -12,11 +12,12 @@ Every process and replica shares the throttle keys, so a group is notified once 
 whatever process took the report. The script also answers how long the group's window stays
 open; the process remembers it (`hints`, bounded), so further repeats of that group are answered
 `throttled` by dispatch() itself without a trip to Redis. The hint never outlives the key: it is
-measured from before the batch was sent (a FLUSHALL of Redis would not shorten it). Redis down or slow: items stay in the buffer (at most
-ERRTRIAGE_NOTIFY_QUEUE_SIZE; past it new ones are `dropped`, counted and logged) and the writer
-tries again with backoff. A batch whose reply was lost may have been written: sent again, its
-items find their throttle keys taken (counted `throttled`, the entry is in the stream already);
-an unthrottled route's item is written twice (at least once: receivers deduplicate on the id).
+measured from before the batch was sent (a FLUSHALL of Redis would not shorten it). Redis down
+or slow: items stay in the buffer (at most ERRTRIAGE_NOTIFY_QUEUE_SIZE; past it new ones are
+`dropped`, counted and logged) and the writer tries again with backoff. A batch whose reply
+was lost may have been written: sent again, its items find their throttle keys taken (counted
+`throttled`, the entry is in the stream already); an unthrottled route's item is written twice
+(at least once: receivers deduplicate on the id).
 """
 
 from __future__ import annotations

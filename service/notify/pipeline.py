@@ -35,11 +35,11 @@ from service.notify.channels import Channels
 from service.notify.config import NotifyConfig
 from service.notify.delivery import Deliverer, Delivery
 from service.notify.probe import ProbeResult, probe_message, probe_recipients
-from service.notify.retry import Backoff, Retrier
-from service.notify.schema import ChannelSpec, EmailChannelSpec, RouteSpec, checked_address
 from service.notify.queue import DeliveryQueue, MemoryQueue, Rules
+from service.notify.retry import Backoff, Retrier
 from service.notify.variables import group_of
 from service.redact import redact
+from service.schema.notify import ChannelSpec, EmailChannelSpec, RouteSpec, checked_address
 from service.settings import Settings
 
 # What a route's outcome says when its channels differ: the first of these any channel reached.

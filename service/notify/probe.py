@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from service.notify.outgoing import Outgoing
 from service.notify.render import Rendered
-from service.notify.schema import ChannelSpec, EmailChannelSpec, checked_address
+from service.schema.notify import ChannelSpec, EmailChannelSpec, checked_address
 
 
 class ProbeResult(BaseModel):

@@ -29,7 +29,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -53,6 +53,9 @@ CLAIM_BATCH = 100
 SOCKET_TIMEOUT_SECONDS = 5.0  # above BLOCK_MS; a hung Redis fails an operation after this
 RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 0.1, 2.0
 NOT_WRITTEN = "not written to Redis before shutdown"
+# XREADGROUP's reply as this client gets it (RESP2, bytes: no decode_responses); redis-py's
+# annotation is the union over every protocol and decoding.
+StreamReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
 
 
 def consumer_name() -> str:
@@ -201,7 +204,7 @@ class RedisQueue:
         self._redis(True, "read")
         if not reply:
             return None
-        [(_, [(entry_id, fields)])] = reply
+        [(_, [(entry_id, fields)])] = cast(StreamReply, reply)
         self._held.add(entry_id)
         return entry_id, fields.get(b"n", b"")
 

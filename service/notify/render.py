@@ -158,7 +158,7 @@ class _Loading:
     def _renders(self, name: str, part: str, template: Template, variables: dict[str, Any], filename: str) -> bool:
         try:
             out = template.render(variables)
-        except Exception as exc:  # an expression can raise anything Python can; all of it is a rule error
+        except Exception as exc:  # noqa: BLE001 - an expression can raise anything; all of it is a rule error
             line = _failing_line(exc, f"{TEMPLATES_DIR}/{filename}")
             self.error(filename, line, name, f"test render failed: {exc}")
             return False

@@ -73,7 +73,7 @@ def _text(value: Any) -> str | None:
 
 
 def _context(raw: dict[str, Any]) -> dict[str, Any]:
-    context: dict[str, Any] = {key: None for key in CONTEXT_KEYS}
+    context: dict[str, Any] = dict.fromkeys(CONTEXT_KEYS)
     context.update(redact_value(raw) or {})
     for key in CONTEXT_KEYS:
         context[key] = _text(context[key])
@@ -85,7 +85,7 @@ def _capped(message: str) -> str:
 
 
 def _sample(provider: str | None, context: dict[str, Any], message: str) -> dict[str, Any]:
-    full = {key: None for key in CONTEXT_KEYS} | context
+    full = dict.fromkeys(CONTEXT_KEYS) | context
     recovery = {"action": "escalate", "max_attempts": 1, "attempts_left": 0, "backoff_ms": [],
                 "retry_hint": "A sample hint.", "alternatives": [], "examples": [], "feedback_hint": None,
                 "suggested_tools": []}

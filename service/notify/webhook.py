@@ -17,7 +17,7 @@ import orjson
 
 from service.errors import DeliveryError, DeliveryTimeout
 from service.notify.outgoing import Outgoing
-from service.notify.schema import WebhookChannelSpec
+from service.schema.notify import WebhookChannelSpec
 
 USER_AGENT = "errtriage-webhook/1"
 

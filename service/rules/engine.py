@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from service.models import DecidedBy
 from service.normalize import NormalizedError
 from service.rules.fallback import Fallback, Guess, LabelledReport
 from service.rules.matcher import Entry, Fields, Hit, SetMatcher
-from service.rules.schema import ClassRule, ClassSpec, MatchBlock, ProviderSpec, RecoverySpec, TextCondition
+from service.schema.classes import ClassRule, ClassSpec, RecoverySpec
+from service.schema.match import MatchBlock, TextCondition
+from service.schema.providers import ProviderSpec
 
 UNKNOWN_CLASS = "unknown"
 UNKNOWN_REASON = "unclassified"
@@ -45,7 +48,7 @@ class Verdict:
     recovery: RecoverySpec
     captures: dict[str, str]
     explain: dict[str, Any] | None = None
-    decided_by: str = "rule"  # rule | fallback | none
+    decided_by: DecidedBy = "rule"
     confidence: float = 1.0
 
 

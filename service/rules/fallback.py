@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy
+from numpy.typing import NDArray
 
 from service.models import ErrorReport
 from service.normalize import NormalizedError
@@ -87,11 +88,11 @@ class Fitted:
 
     labels: list[str]  # "class/reason", in the weights' column order
     char_terms: list[str]  # the character n-grams, in column order
-    char_idf: numpy.ndarray
+    char_idf: NDArray[numpy.float64]
     word_terms: list[str]  # the shape tokens, in column order (after the n-grams)
-    word_idf: numpy.ndarray
-    weights: numpy.ndarray  # features x labels
-    intercept: numpy.ndarray
+    word_idf: NDArray[numpy.float64]
+    weights: NDArray[numpy.float64]  # features x labels
+    intercept: NDArray[numpy.float64]
     train_rows: csr_matrix  # the training rows, for the nearest examples in explain
     train: list[tuple[str, str, str]]  # each training row's origin, label and message head
 
@@ -107,7 +108,8 @@ class SklearnFit:
     def rows(self, texts: list[str], tokens: list[str]) -> csr_matrix:
         from scipy.sparse import hstack
 
-        return hstack([self.chars.transform(texts), self.words.transform(tokens)]).tocsr()
+        rows: csr_matrix = hstack([self.chars.transform(texts), self.words.transform(tokens)]).tocsr()
+        return rows  # sklearn's matrices are untyped
 
 
 def fit_sklearn(examples: list[Example]) -> tuple[SklearnFit, csr_matrix, list[str]]:
@@ -116,9 +118,9 @@ def fit_sklearn(examples: list[Example]) -> tuple[SklearnFit, csr_matrix, list[s
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import SGDClassifier
 
-    chars = TfidfVectorizer(**_CHAR_GRAMS, sublinear_tf=True, min_df=2, max_features=60_000,  # type: ignore[arg-type]
+    chars = TfidfVectorizer(**_CHAR_GRAMS, sublinear_tf=True, min_df=2, max_features=60_000,
                             dtype=numpy.float32)
-    words = TfidfVectorizer(**_WORDS, dtype=numpy.float32)  # type: ignore[arg-type]
+    words = TfidfVectorizer(**_WORDS, dtype=numpy.float32)
     rows = hstack([chars.fit_transform([text_of(e.error) for e in examples]),
                    words.fit_transform([tokens_of(e.error, e.provider_kind) for e in examples])]).tocsr()
     labels = [f"{e.class_}/{e.reason}" for e in examples]
@@ -167,9 +169,9 @@ class Fallback:
         self._fitted = fitted
         self._labels = fitted.labels
         self._class_of = [label.split("/", 1)[0] for label in self._labels]
-        self._blocks = (_Block(TfidfVectorizer(**_CHAR_GRAMS).build_analyzer(), fitted.char_terms,  # type: ignore[arg-type]
+        self._blocks = (_Block(TfidfVectorizer(**_CHAR_GRAMS).build_analyzer(), fitted.char_terms,
                                fitted.char_idf, sublinear=True, offset=0),
-                        _Block(TfidfVectorizer(**_WORDS).build_analyzer(), fitted.word_terms,  # type: ignore[arg-type]
+                        _Block(TfidfVectorizer(**_WORDS).build_analyzer(), fitted.word_terms,
                                fitted.word_idf, sublinear=False, offset=len(fitted.char_terms)))
 
     @property
@@ -184,13 +186,14 @@ class Fallback:
             block.vector(text, columns, values)
         return columns, values
 
-    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> numpy.ndarray:
+    def probabilities(self, error: NormalizedError, provider_kind: str | None) -> NDArray[numpy.float64]:
         """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
         columns, values = self._vector(error, provider_kind)
         fitted = self._fitted
         decision = fitted.intercept + numpy.asarray(values) @ fitted.weights[columns] if columns else fitted.intercept
-        sigmoid = 1.0 / (1.0 + numpy.exp(-decision))
-        return sigmoid / sigmoid.sum()
+        sigmoid: NDArray[numpy.float64] = 1.0 / (1.0 + numpy.exp(-decision))
+        normalized: NDArray[numpy.float64] = sigmoid / sigmoid.sum()
+        return normalized
 
     def predict(self, error: NormalizedError, provider_kind: str | None, explain: bool = False) -> Guess | None:
         """The most probable class (its reasons' probabilities summed) and its likeliest reason,
@@ -236,7 +239,7 @@ class Fallback:
 class _Block:
     """One fitted vectorizer's transform for one text, without sklearn's per-call checks."""
 
-    def __init__(self, analyze: Callable[[str], list[str]], terms: list[str], idf: numpy.ndarray,
+    def __init__(self, analyze: Callable[[str], list[str]], terms: list[str], idf: NDArray[numpy.float64],
                  sublinear: bool, offset: int) -> None:
         self._analyze = analyze
         self._vocabulary = {term: column for column, term in enumerate(terms)}  # a Python loop: no GIL-long call

@@ -9,11 +9,13 @@ literals its states outgrow the CPU caches. A call costs about 1.5 µs however s
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import hyperscan
 
 
-def _collect(literal: int, start: int, end: int, flags: int, found: list[int]) -> None:
+def _collect(literal: int, start: int, end: int, flags: int, found: Any) -> None:
+    """The match callback; `found` is the list handed to the scan as its context (typed `object` there)."""
     found.append(literal)
 
 

@@ -30,8 +30,10 @@ from service.models import ErrorReport
 from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries, reason_decisions
 from service.rules.fallback import LabelledReport
 from service.rules.matcher import Entry, PatternError, SetMatcher
-from service.rules.schema import ClassRule, ClassSpec, ProviderSpec, RuleFile
 from service.rules.training import with_fallback
+from service.schema.classes import ClassRule, ClassSpec
+from service.schema.providers import ProviderSpec
+from service.schema.rulefile import RuleFile
 
 TABLES = {
     "classes": ("classes", "rules"),
@@ -118,8 +120,9 @@ def _rule_id_at(data: Any, loc: tuple[Any, ...]) -> str | None:
             item = data[loc[0]][loc[1]]
         except (KeyError, IndexError, TypeError):
             return None
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            return item["id"]
+        rule_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(rule_id, str):
+            return rule_id
     return None
 
 
@@ -130,7 +133,7 @@ def parse_file(path: Path, relative: str, table: str) -> ParsedFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesInvalid([RuleError(relative, 0, None, f"unreadable: {exc}")]) from exc
     try:
-        data = yaml_rs.loads(text)
+        data: Any = yaml_rs.loads(text)  # any YAML value (None for an empty file), not just what the stub says
     except yaml_rs.YAMLDecodeError as exc:
         raise RulesInvalid([_yaml_error(relative, text, exc)]) from exc
     if data is None:

@@ -24,7 +24,7 @@ import re2
 from service import re2spans
 from service.rules.literals import LiteralSet
 from service.rules.prefilter import atoms
-from service.rules.schema import MatchBlock, StatusItem, TextCondition
+from service.schema.match import MatchBlock, StatusItem, TextCondition
 
 Fields = dict[str, list[str]]  # normalized text values by field name (original case)
 # From this many regexes on a field, a regex waits for its required literals. Below it one RE2
@@ -192,11 +192,11 @@ class _FieldIndex:
             matched = {index for index in candidates if re2spans.search(self.compiled[index], data) is not None}
             if self.regex_set is not None:
                 matched.update(self.unfiltered[i] for i in self.regex_set.Match(data) or ())
-        specs = self.equals.get(lowered.strip())
-        if specs:
-            found.update(specs)
+        exact = self.equals.get(lowered.strip())
+        if exact:
+            found.update(exact)
             if trace is not None:
-                for spec in specs:
+                for spec in exact:
                     trace.setdefault(spec, f"equals {value[:80]!r}")
         for index in matched:
             pattern, specs = self.regexes[index]
@@ -275,7 +275,7 @@ class SetMatcher:
             self._trigger_specs.append(frozenset(triggers))
         parts = Parts(previous.parts if previous is not None else {})
         self._compile(entry_of, parts)
-        self.parts = parts.made  # what the next reload may reuse
+        self.parts: dict[Hashable, Any] = parts.made  # what the next reload may reuse
 
     def _compile(self, entry_of: dict[int, tuple[int, int]], parts: Parts) -> None:
         """Hyperscan compiles without the GIL: the literal sets build on a second thread while
@@ -300,12 +300,12 @@ class SetMatcher:
             spec = len(entry_of)
             entry_of[spec] = where
             spec_fields[name] = spec
-            if name == "status":
-                for item in condition:  # type: ignore[union-attr]
-                    for code in _status_codes(item):  # type: ignore[arg-type]
+            if isinstance(condition, TextCondition):
+                self._fields.setdefault(name, _FieldIndex()).add(spec, condition)
+            else:  # status: codes and ranges
+                for item in condition:
+                    for code in _status_codes(item):
                         self._status.setdefault(code, []).append(spec)
-            else:
-                self._fields.setdefault(name, _FieldIndex()).add(spec, condition)  # type: ignore[arg-type]
         return spec_fields
 
     @staticmethod

@@ -5,8 +5,8 @@ never changes the rules it runs on. Reloads come from the file watcher (debounce
 SIGHUP, or the admin endpoint; all go through `reload()`, serialised by a lock.
 
 The learned fallback is trained after the rules serve, in a child process watched from a
-thread (training_process.py; seconds): startup and reloads never wait for it. When it is trained, the same rules with it are
-swapped in, unless a newer load came first.
+thread (training_process.py; seconds): startup and reloads never wait for it. When it is
+trained, the same rules with it are swapped in, unless a newer load came first.
 """
 
 from __future__ import annotations

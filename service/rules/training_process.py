@@ -82,7 +82,7 @@ def _child(root: str, version: str, send: Connection) -> None:
         send.send(("fitted", _fit(root, version)))
     except StaleRules as exc:
         send.send(("stale", str(exc)))
-    except Exception as exc:  # relayed to the parent, which logs it and keeps the rules alone serving
+    except Exception as exc:  # noqa: BLE001 - relayed to the parent, which logs it; the rules alone keep serving
         send.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         send.close()

@@ -14,7 +14,7 @@ and a HASH per group, under errtriage:unknowns:, so every replica shares one inb
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 from redis.asyncio import Redis
@@ -134,7 +134,10 @@ class RedisInbox:
             await pipe.execute()
 
     async def top(self, limit: int) -> tuple[int, list[Group]]:
-        ranked = await self._client.zrevrange(COUNTS_KEY, 0, max(limit, 1) - 1, withscores=True)
+        # (member, score) pairs as this client gets them (RESP2, bytes); redis-py's annotation is the
+        # union over every protocol and decoding.
+        ranked = cast(list[tuple[bytes, float]],
+                      await self._client.zrevrange(COUNTS_KEY, 0, max(limit, 1) - 1, withscores=True))
         async with self._client.pipeline(transaction=False) as pipe:
             pipe.get(TOTAL_KEY)
             for fingerprint, _ in ranked:

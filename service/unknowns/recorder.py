@@ -53,8 +53,8 @@ def group_view(group: Group, ruleset: Ruleset) -> dict[str, Any]:
     """One group as GET /v1/unknowns and `errtriage suggest` show it."""
     return {"fingerprint": group.fingerprint, "count": group.count, "count_error": group.error,
             "first_seen": _iso(group.first_seen), "last_seen": _iso(group.last_seen), "example": group.example,
-            "suggested": group.suggested, "draft_rule": draft_rule(group.example, ruleset, group.fingerprint, group.count,
-                                          group.suggested)}
+            "suggested": group.suggested,
+            "draft_rule": draft_rule(group.example, ruleset, group.fingerprint, group.count, group.suggested)}
 
 
 class Recorder:

@@ -103,7 +103,7 @@ class Client(_Base):
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> Client:  # noqa: PYI034 - typing.Self needs 3.11; the client supports 3.10
+    def __enter__(self) -> Client:  # not typing.Self: that needs 3.11, the client supports 3.10
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -144,7 +144,7 @@ class AsyncClient(_Base):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> AsyncClient:  # noqa: PYI034 - as __enter__
+    async def __aenter__(self) -> AsyncClient:  # as __enter__
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -10,6 +10,7 @@ for the queue to drain, then counts what is left as dropped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -119,10 +120,8 @@ class LoggingHandler(logging.Handler):
         try:
             deadline = time.monotonic() + self.close_timeout
             self.drain(self.close_timeout)
-            try:
+            with contextlib.suppress(queue.Full):
                 self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()) or 0.01)
-            except queue.Full:
-                pass
             self._worker.join(max(0.0, deadline - time.monotonic()))
             if self._worker.is_alive():  # still posting: leave the daemon thread, count the rest dropped
                 self._discard_queued()

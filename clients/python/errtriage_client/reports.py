@@ -20,6 +20,7 @@ tells the provider from its host, since an openai SDK may be calling OpenRouter 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -42,10 +43,8 @@ def from_exception(exc: BaseException, *, _depth: int = 0) -> dict[str, Any]:
     An exception that carries none of them takes them from the one it wraps (`__cause__`)."""
     depth = _depth
     report: dict[str, Any] = {"type": type(exc).__name__}
-    try:
+    with contextlib.suppress(Exception):  # a strange attribute (a property that raises): keep what is known
         _fill(exc, report)
-    except Exception:  # noqa: BLE001,S110 - a strange attribute (a property that raises): keep what is known
-        pass
     if not report.get("message"):
         report["message"] = _text(_safe_str(exc)) or type(exc).__name__
     if report.get("status") is None and report.get("raw") is None:
@@ -185,7 +184,7 @@ def _url(exc: BaseException, response: Any) -> str | None:
     for holder in (getattr(exc, "request", None), getattr(response, "request", None), response):
         try:
             url = getattr(holder, "url", None)
-        except Exception:  # noqa: BLE001,S112 - httpx raises when a response has no request
+        except Exception:  # noqa: BLE001 - httpx raises when a response has no request
             continue
         if url is not None and str(url).startswith(("http://", "https://")):
             return str(url).split("?", 1)[0][:2000]  # query strings may hold keys

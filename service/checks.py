@@ -1,7 +1,8 @@
 """Rule test cases and payload previews: what `errtriage check`, `test` and `diff` run.
 
 Pure given a Ruleset: each case is a plain function call, so the same code runs in the
-CLI, in CI and in the corpus test.
+CLI, in CI and in the corpus test. It runs `triage`, so it sits beside the CLI, above
+the rules package triage is built on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from service.models import Classification, ErrorReport
 from service.rules.engine import Ruleset
-from service.rules.schema import Expectation, RuleTest
+from service.schema.cases import Expectation, RuleTest
 from service.triage import triage
 
 _EXPECTED_KEYS = ("class", "reason", "provider", "rule", "details")

@@ -1,9 +1,8 @@
 """The notification sections of rule files: channels and routes (routes/), silences (silences/).
 
-Strict like every rule model (unknown keys fail). Pure: pydantic and email-validator only,
-so the rule-file schema can import it. A secret (SMTP password, webhook URL, signing
-key, auth header) is never written in a file, only the name of the environment
-variable that holds it (`url_env: ERRTRIAGE_WEBHOOK_URL`).
+Strict like every rule model (unknown keys fail). Pure: pydantic and email-validator only.
+A secret (SMTP password, webhook URL, signing key, auth header) is never written in a
+file, only the name of the environment variable that holds it (`url_env: ERRTRIAGE_WEBHOOK_URL`).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import Annotated, Any, Literal, get_args
 from email_validator import EmailNotValidError, validate_email
 from pydantic import (
     AwareDatetime,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -23,7 +21,8 @@ from pydantic import (
     model_validator,
 )
 
-ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
+from service.schema.base import ID_PATTERN, Strict
+
 TEMPLATE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,99}$"
 ENV_PATTERN = r"^[A-Z_][A-Z0-9_]{0,127}$"
 HEADER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,99}$"
@@ -44,8 +43,10 @@ Duration = Annotated[float, WithJsonSchema({"anyOf": [
     {"type": "number", "minimum": 0}, {"type": "string", "pattern": r"^\d+(\.\d+)?\s*(s|m|h|d)?$"}]})]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+class NotifyStrict(Strict):
+    """Notification models also take their fields by name (`class_=`) besides the alias."""
+
+    model_config = ConfigDict(populate_by_name=True)
 
 
 def as_list(value: Any) -> Any:
@@ -84,7 +85,7 @@ def _no_inline_secret(value: Any) -> Any:
     return value
 
 
-class EmailChannelSpec(Strict):
+class EmailChannelSpec(NotifyStrict):
     """Mail through the ERRTRIAGE_SMTP_* server (the log when no SMTP host is set)."""
 
     id: str = Field(..., pattern=ID_PATTERN)
@@ -104,7 +105,7 @@ class EmailChannelSpec(Strict):
         return [checked_address(address) for address in value]
 
 
-class WebhookChannelSpec(Strict):
+class WebhookChannelSpec(NotifyStrict):
     """A JSON POST, signed with HMAC-SHA256 over the exact body bytes when `secret_env` is set."""
 
     id: str = Field(..., pattern=ID_PATTERN)
@@ -127,7 +128,7 @@ class WebhookChannelSpec(Strict):
         return value
 
 
-class LogChannelSpec(Strict):
+class LogChannelSpec(NotifyStrict):
     """One log record per notification, with everything that would have been sent."""
 
     id: str = Field(..., pattern=ID_PATTERN)
@@ -141,7 +142,7 @@ ChannelSpec = Annotated[
 ]
 
 
-class RouteMatch(Strict):
+class RouteMatch(NotifyStrict):
     """All present fields must hold; each is any-of. Text is compared case-insensitively."""
 
     class_: OneOrMany = Field(..., alias="class", min_length=1)
@@ -155,7 +156,7 @@ class RouteMatch(Strict):
         return as_lower_list(value)
 
 
-class RouteSpec(Strict):
+class RouteSpec(NotifyStrict):
     id: str = Field(..., pattern=ID_PATTERN)
     description: str | None = None
     match: RouteMatch
@@ -178,7 +179,7 @@ class RouteSpec(Strict):
         return parse_duration(value)
 
 
-class SilenceMatch(Strict):
+class SilenceMatch(NotifyStrict):
     class_: OneOrMany | None = Field(None, alias="class")
     provider: OneOrMany | None = None
     source: OneOrMany | None = None
@@ -195,7 +196,7 @@ class SilenceMatch(Strict):
         return self
 
 
-class SilenceSpec(Strict):
+class SilenceSpec(NotifyStrict):
     id: str = Field(..., pattern=ID_PATTERN)
     match: SilenceMatch
     until: AwareDatetime = Field(..., description="When the silence ends (with a time zone).")
