@@ -2,7 +2,8 @@
 
 Fitting takes seconds of CPU, and scikit-learn's sparse and array steps hold the GIL in
 long calls: on a thread of the serving process they stalled its event loop for hundreds of
-milliseconds. The child (spawned: a fork of a threaded server is unsafe) reads the same rules
+milliseconds. The child (a new `python -m` process: a fork of a threaded server is unsafe, and
+multiprocessing's spawn would run the parent's unguarded __main__ again) reads the same rules
 directory, checks that it holds the version being served, builds the training set and fits,
 at a lower scheduling priority; it sends back a `Fitted` (plain arrays and lists, ~4 ms to
 unpickle) and exits. The serving process then builds the `Fallback` from it in Python loops,
@@ -12,10 +13,11 @@ whose answer nobody will use.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
 import threading
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -41,28 +43,25 @@ class Trainer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._child: Any = None
+        self._child: subprocess.Popen[bytes] | None = None
 
     def train(self, ruleset: Ruleset, root: Path, min_confidence: float) -> Fallback | None:
         """The fallback for `ruleset` (loaded from `root`); None when there is too little to learn
         from. Raises StaleRules or TrainingFailed. Blocks the calling thread, not the GIL."""
-        context = multiprocessing.get_context("spawn")
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(str(root), ruleset.version, send), daemon=True,
-                                name="errtriage-fallback-fit")
-        with self._lock:
-            self._child = child
-            child.start()
-        send.close()  # the child holds the only writer: its exit ends recv() with EOFError
+        reader, writer = os.pipe()
         try:
-            kind, value = receive.recv()
-        except EOFError:
-            child.join()
-            raise TrainingFailed(f"the training process ended without an answer (exit code {child.exitcode})") \
-                from None
+            with self._lock:  # a plain `python -m` child: nothing of the parent's __main__ runs in it
+                self._child = child = subprocess.Popen(
+                    [sys.executable, "-m", __name__, str(root), ruleset.version, str(writer)],
+                    stdin=subprocess.DEVNULL, pass_fds=(writer,))
         finally:
-            receive.close()
-        child.join()
+            os.close(writer)  # the child holds the only writer: its exit ends the read
+        with os.fdopen(reader, "rb") as answer:
+            data = answer.read()
+        child.wait()
+        if not data:
+            raise TrainingFailed(f"the training process ended without an answer (exit code {child.returncode})")
+        kind, value = pickle.loads(data)  # a Fitted: plain lists and arrays, ~4 ms
         if kind == "stale":
             raise StaleRules(value)
         if kind == "error":
@@ -71,21 +70,18 @@ class Trainer:
 
     def stop(self) -> None:
         with self._lock:
-            if self._child is not None and self._child.is_alive():
+            if self._child is not None and self._child.poll() is None:
                 self._child.terminate()
 
 
-def _child(root: str, version: str, send: Connection) -> None:
-    """In the child: fit, and send ("fitted", Fitted | None), ("stale", why) or ("error", what)."""
-    os.nice(_NICE)
+def _answer(root: str, version: str) -> tuple[str, Any]:
+    """In the child: ("fitted", Fitted | None), ("stale", why) or ("error", what)."""
     try:
-        send.send(("fitted", _fit(root, version)))
+        return "fitted", _fit(root, version)
     except StaleRules as exc:
-        send.send(("stale", str(exc)))
+        return "stale", str(exc)
     except Exception as exc:  # noqa: BLE001 - relayed to the parent, which logs it; the rules alone keep serving
-        send.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        send.close()
+        return "error", f"{type(exc).__name__}: {exc}"
 
 
 def _fit(root: str, version: str) -> Fitted | None:
@@ -98,3 +94,9 @@ def _fit(root: str, version: str) -> Fitted | None:
         raise StaleRules(f"the rules under {root} changed ({version} -> {ruleset.version})")
     examples = training_set(ruleset)
     return fit(examples) if enough_to_learn(examples) else None
+
+
+if __name__ == "__main__":  # the child: python -m service.rules.training_process ROOT VERSION FD
+    os.nice(_NICE)
+    with os.fdopen(int(sys.argv[3]), "wb") as out:
+        out.write(pickle.dumps(_answer(sys.argv[1], sys.argv[2]), protocol=pickle.HIGHEST_PROTOCOL))
