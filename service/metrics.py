@@ -12,6 +12,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from service.pacing import pace
+
 OTHER_PROVIDER = "other"
 NO_PROVIDER = "none"
 NOTIFY_OUTCOMES = ("sent", "failed", "retried", "throttled", "silenced", "dropped", "no_recipient")
@@ -127,6 +129,7 @@ class Metrics:
         for class_id, reason in label_sets:
             self.errors.labels(class_id, reason, NO_PROVIDER)
         for rule_id in rule_ids:
+            pace()
             self.rule_matches.labels(rule_id)
         for channel, class_id in channels:
             for outcome in NOTIFY_OUTCOMES:

@@ -148,7 +148,7 @@ def test_a_child_process_fits_the_same_model_as_this_one(trained: Ruleset) -> No
     from service.rules.training_process import Trainer
 
     ruleset = load_ruleset(DATA)
-    fallback = Trainer().train(ruleset, DATA, 0.5)
+    fallback = Trainer().train(ruleset.version, DATA, 0.5)
     assert fallback is not None and fallback.labels == trained.fallback.labels  # type: ignore[union-attr]
     error = normalize(ErrorReport.model_validate(SEATS))
     assert abs(fallback.probabilities(error, None) - trained.fallback.probabilities(error, None)).max() < 1e-9  # type: ignore[union-attr]
@@ -163,7 +163,7 @@ def test_a_child_refuses_to_fit_rules_that_changed_since_the_load(tmp_path: Path
     examples = root / "examples" / "00-examples.yaml"
     examples.write_text(examples.read_text() + "\n# edited\n")
     with pytest.raises(StaleRules, match="changed"):
-        Trainer().train(ruleset, root, 0.5)
+        Trainer().train(ruleset.version, root, 0.5)
 
 
 def test_stop_ends_a_training_under_way() -> None:
@@ -176,7 +176,7 @@ def test_stop_ends_a_training_under_way() -> None:
 
     def run() -> None:
         try:
-            trainer.train(load_ruleset(DATA), DATA, 0.5)
+            trainer.train(load_ruleset(DATA).version, DATA, 0.5)
         except TrainingFailed as exc:
             raised.append(exc)
 

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from service.errors import RulesInvalid
 from service.rules.loader import load_ruleset
+from tests.conftest import RULES
 
 INVALID = Path(__file__).resolve().parent / "data" / "invalid"
 TAXONOMY = "classes:\n  - id: demo\n    reasons: {a: {}}\n"
@@ -121,3 +123,42 @@ def test_schema_cli_matches_the_committed_schema() -> None:
     assert {"rules", "classes", "providers"} <= set(schema["properties"])
     committed = Path(__file__).resolve().parent.parent / "rules" / "schema.json"
     assert json.loads(committed.read_text()) == schema, "run: errtriage schema > rules/schema.json"
+
+
+def _many_rules(count: int) -> str:
+    lines = ["rules:"]
+    for i in range(count):
+        lines += [f"  - id: many-{i}", "    class: unknown", "    reason: unclassified", "    priority: -1",
+                  f"    match: {{message: {{contains: ['phrase number {i}']}}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_large_file_parses_and_validates_in_slices_to_the_same_model(tmp_path: Path) -> None:
+    from service.rules.loader import _item_slices, load_yaml, validate_file
+    from service.schema.rulefile import RuleFile
+
+    text = _many_rules(3000)
+    assert len(_item_slices(text)[1]) > 3  # type: ignore[index]
+    data = load_yaml(text)
+    assert data == yaml.safe_load(text)
+    model, errors = validate_file(data)
+    assert errors == [] and model == RuleFile.model_validate(data)
+    # an alias of an anchor in another slice: parsed whole, the same as any YAML parser reads it
+    last = "  - {id: last, class: *c, reason: unclassified, match: {message: {contains: [x]}}}\n"
+    aliased = text.replace("    class: unknown\n", "    class: &c unknown\n", 1) + last
+    assert load_yaml(aliased) == yaml.safe_load(aliased)
+
+
+def test_an_error_deep_in_a_large_file_names_its_line_and_rule(tmp_path: Path) -> None:
+    root = tmp_path / "rules"
+    shutil.copytree(RULES, root)
+    text = _many_rules(1000).replace("    class: unknown\n    reason: unclassified\n    priority: -1\n"
+                                     "    match: {message: {contains: ['phrase number 700']}}",
+                                     "    class: unknown\n    reason: unclassified\n    priority: high\n"
+                                     "    match: {message: {contains: ['phrase number 700']}}")
+    (root / "classes" / "99-many.yaml").write_text(text)
+    with pytest.raises(RulesInvalid) as caught:
+        load_ruleset(root)
+    (error,) = caught.value.errors
+    assert (error.file, error.rule) == ("classes/99-many.yaml", "many-700")
+    assert error.line == 2 + 700 * 5 and "rules.700.priority" in error.message

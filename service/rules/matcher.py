@@ -22,6 +22,7 @@ from typing import Any
 import re2
 
 from service import re2spans
+from service.pacing import pace
 from service.rules.literals import LiteralSet
 from service.rules.prefilter import atoms
 from service.schema.match import MatchBlock, StatusItem, TextCondition
@@ -124,6 +125,7 @@ class _FieldIndex:
         others: dict[int, tuple[frozenset[str], ...]] = {}
         prefilter = len(self.regexes) >= PREFILTER_FROM
         for index, (pattern, _) in enumerate(self.regexes):
+            pace()
             required = parts.get(("atoms", pattern), partial(atoms, pattern)) if prefilter else None
             if required is None:
                 self.unfiltered.append(index)
@@ -144,6 +146,7 @@ class _FieldIndex:
     def compile_regexes(self, entry_of: dict[int, tuple[int, int]], field_name: str, parts: Parts) -> None:
         """Raises PatternError for a regex RE2 refuses."""
         for pattern, specs in self.regexes:
+            pace()
             try:
                 compiled = parts.get(("regex", pattern), partial(re2.compile, pattern, re2_options()))
             except re2.error as exc:
@@ -263,6 +266,7 @@ class SetMatcher:
             excludes: list[frozenset[int]] = []
             triggers: dict[int, list[int]] = {}
             for position, entry in enumerate(entries):
+                pace()
                 where = (table, position)
                 for index, block in enumerate(entry.blocks):
                     spec_fields = self._add_block(block, where, entry_of)

@@ -24,6 +24,7 @@ from watchfiles import awatch
 
 from service.errors import RuleError, RulesInvalid
 from service.metrics import Metrics
+from service.pacing import paced, release
 from service.rules.engine import Ruleset
 from service.rules.loader import NotifyBuilder, gc_paused, load_ruleset
 from service.rules.training_process import StaleRules, Trainer, TrainingFailed
@@ -46,6 +47,7 @@ class RuleStore:
         self._swap_lock = threading.Lock()
         self._trainer = Trainer()
         self._thread: threading.Thread | None = None
+        self._generation = 0  # loads swapped in so far: a training applies only to its own
         self.fallback_state = "off" if fallback_min_confidence is None else "none"
         self.last_errors: list[RuleError] = []
         self.match_counts: dict[str, int] = {}
@@ -81,19 +83,25 @@ class RuleStore:
         return ruleset
 
     async def reload(self) -> Ruleset:
-        """Build off the event loop, then swap. Raises RulesInvalid; the old rules keep serving."""
+        """Build off the event loop, paced (pacing.py), then swap. Raises RulesInvalid; the old
+        rules keep serving."""
         async with self._lock:
-            return await asyncio.to_thread(self.load_now)
+            return await asyncio.to_thread(self._load_paced)
+
+    def _load_paced(self) -> Ruleset:
+        with paced():
+            return self.load_now()
 
     def _swap(self, ruleset: Ruleset) -> None:
         with self._swap_lock:
-            self._current = ruleset
+            replaced, self._current = self._current, ruleset
+            self._generation += 1
         self.last_errors = []
         if self._fallback_min_confidence is not None:
             self.fallback_state = "training"
             self._trainer.stop()  # an older ruleset's training: nobody will use its answer
-            self._thread = threading.Thread(target=self._train, args=(ruleset, self._fallback_min_confidence),
-                                            name="errtriage-fallback")
+            self._thread = threading.Thread(target=self._train, name="errtriage-fallback",
+                                            args=(ruleset.version, self._generation, self._fallback_min_confidence))
             self._thread.start()
         notify = ruleset.notify
         counts = {
@@ -107,25 +115,32 @@ class RuleStore:
             notify.label_sets() if notify is not None else [], self._clock(),
         )
         log.info("rules loaded", extra={"version": ruleset.version, "rules": len(ruleset.rules)})
+        if replaced is not None:  # requests read `current` once and never across an await: ours is the last reference
+            doomed = [replaced]
+            del replaced
+            release(doomed)
 
-    def _train(self, ruleset: Ruleset, min_confidence: float) -> None:
+    def _train(self, version: str, generation: int, min_confidence: float) -> None:
+        """Train for the load numbered `generation`; holds no ruleset, so a replaced one is
+        released by the swap (release() in pacing.py), not here in one go."""
         started = time.perf_counter()
         try:
-            fallback = self._trainer.train(ruleset, self.root, min_confidence)
+            fallback = self._trainer.train(version, self.root, min_confidence)
         except (StaleRules, TrainingFailed) as exc:
             with self._swap_lock:
-                if self._current is not ruleset:
+                if self._generation != generation:
                     return  # a newer load replaced it (and stopped its training): its own training decides
                 self.fallback_state = "stale" if isinstance(exc, StaleRules) else "failed"
             log.error("fallback not trained; the rules alone keep serving",
-                      extra={"version": ruleset.version, "state": self.fallback_state, "error": str(exc)})
+                      extra={"version": version, "state": self.fallback_state, "error": str(exc)})
             return
         with self._swap_lock:
-            if self._current is not ruleset:
+            if self._generation != generation or self._current is None:
                 return  # a newer load came first: its own training is under way
-            self._current = replace(ruleset, fallback=fallback) if fallback is not None else ruleset
+            if fallback is not None:
+                self._current = replace(self._current, fallback=fallback)
             self.fallback_state = "ready" if fallback is not None else "none"
-        log.info("fallback trained", extra={"version": ruleset.version, "state": self.fallback_state,
+        log.info("fallback trained", extra={"version": version, "state": self.fallback_state,
                                             "seconds": round(time.perf_counter() - started, 2)})
 
     def stop_training(self, timeout: float) -> None:

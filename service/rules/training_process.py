@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from service.errors import RulesInvalid
-from service.rules.engine import Ruleset
 from service.rules.fallback import Fallback, Fitted, enough_to_learn, fit
 from service.rules.loader import load_ruleset
 from service.rules.training import training_set
@@ -45,14 +44,14 @@ class Trainer:
         self._lock = threading.Lock()
         self._child: subprocess.Popen[bytes] | None = None
 
-    def train(self, ruleset: Ruleset, root: Path, min_confidence: float) -> Fallback | None:
-        """The fallback for `ruleset` (loaded from `root`); None when there is too little to learn
-        from. Raises StaleRules or TrainingFailed. Blocks the calling thread, not the GIL."""
+    def train(self, version: str, root: Path, min_confidence: float) -> Fallback | None:
+        """The fallback for the rules `version` loaded from `root`; None when there is too little
+        to learn from. Raises StaleRules or TrainingFailed. Blocks the calling thread, not the GIL."""
         reader, writer = os.pipe()
         try:
             with self._lock:  # a plain `python -m` child: nothing of the parent's __main__ runs in it
                 self._child = child = subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(root), ruleset.version, str(writer)],
+                    [sys.executable, "-m", __name__, str(root), version, str(writer)],
                     stdin=subprocess.DEVNULL, pass_fds=(writer,))
         finally:
             os.close(writer)  # the child holds the only writer: its exit ends the read

@@ -1,0 +1,73 @@
+"""Yield points for work done on a thread beside a serving event loop.
+
+A rule reload builds on a worker thread while the event loop serves. Both need the GIL, and
+CPython hands it over only when the holder waits or every switch interval (5 ms), to whichever
+waiting thread the OS wakes: with a build and its Hyperscan thread runnable, a request's few
+dozen microseconds of Python stretched to 30-60 ms. `pace()`, called in the build's loops,
+sleeps briefly once per slice, so the loop gets the GIL at least that often. Outside `paced()`
+(startup, the CLI) it is a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+import types
+from collections.abc import Iterator
+from typing import Any
+
+SLICE_SECONDS = 0.001  # work this long, then
+REST_SECONDS = 0.0005  # give the GIL away this long
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def paced() -> Iterator[None]:
+    """Make `pace()` yield on this thread until the block ends."""
+    _local.since = time.perf_counter()
+    try:
+        yield
+    finally:
+        del _local.since
+
+
+def pace() -> None:
+    since: float | None = getattr(_local, "since", None)
+    if since is not None and time.perf_counter() - since > SLICE_SECONDS:
+        time.sleep(REST_SECONDS)
+        _local.since = time.perf_counter()
+
+
+_NOT_OWNED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+_RELEASE_SLICE = 2_000  # objects freed between two pace() calls
+
+
+def release(holder: list[Any]) -> None:
+    """Let go of large object graphs nobody else uses, a slice at a time; empties `holder`.
+
+    Dropping a replaced ruleset of 10,000 rules frees its objects in one cascade of
+    deallocations that holds the GIL ~50 ms. Here everything reachable (classes, modules and
+    functions aside) is first held in a list, parents before children; the list is then
+    dropped front to back, so each object freed finds its children still held, and pace()
+    runs between slices. The roots come in a list the caller hands over with its last
+    references: a root the caller still held would be freed all at once when it let go."""
+    held: list[object] = list(holder)
+    holder.clear()
+    seen = {id(root) for root in held}
+    index = 0
+    while index < len(held):
+        if index % _RELEASE_SLICE == 0:
+            pace()
+        for child in gc.get_referents(held[index]):
+            if id(child) not in seen and not isinstance(child, _NOT_OWNED):
+                seen.add(id(child))
+                held.append(child)
+        index += 1
+    seen.clear()
+    held.reverse()  # parents last, so deleting from the end frees parents first
+    while held:
+        pace()
+        del held[-_RELEASE_SLICE:]
