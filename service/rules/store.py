@@ -48,6 +48,7 @@ class RuleStore:
         self._trainer = Trainer()
         self._thread: threading.Thread | None = None
         self._generation = 0  # loads swapped in so far: a training applies only to its own
+        self._stopping = False
         self.fallback_state = "off" if fallback_min_confidence is None else "none"
         self.last_errors: list[RuleError] = []
         self.match_counts: dict[str, int] = {}
@@ -128,8 +129,8 @@ class RuleStore:
             fallback = self._trainer.train(version, self.root, min_confidence)
         except (StaleRules, TrainingFailed) as exc:
             with self._swap_lock:
-                if self._generation != generation:
-                    return  # a newer load replaced it (and stopped its training): its own training decides
+                if self._generation != generation or self._stopping:
+                    return  # stopped on purpose: a newer load trains its own, or the process is stopping
                 self.fallback_state = "stale" if isinstance(exc, StaleRules) else "failed"
             log.error("fallback not trained; the rules alone keep serving",
                       extra={"version": version, "state": self.fallback_state, "error": str(exc)})
@@ -145,6 +146,7 @@ class RuleStore:
 
     def stop_training(self, timeout: float) -> None:
         """Terminate a training under way and wait for its thread (shutdown)."""
+        self._stopping = True
         self._trainer.stop()
         if self._thread is not None:
             self._thread.join(timeout)
