@@ -255,3 +255,15 @@ def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
     with pytest.raises(RulesInvalid, match="does not compile under RE2"):
         load_ruleset(tmp_path, previous=unchanged)
     assert verdict(unchanged, message="second42 edit").rule.id == "last"  # the refused build took nothing from it
+
+
+def test_a_listed_host_matches_itself_and_subdomains_not_longer_names() -> None:
+    shipped = load_ruleset(Path(__file__).resolve().parent.parent / "rules")
+
+    def provider(url: str) -> str | None:
+        return classify(normalize(ErrorReport(message=f"request to {url} failed")), shipped).provider.id
+
+    assert provider("https://api.x.ai/v1/chat") == "xai"
+    assert provider("https://grok.com/x") == "xai"
+    assert provider("https://dashboard.ngrok.com/billing") != "xai"
+    assert provider("https://bedrock-runtime.us-east-1.amazonaws.com/model") == "aws_bedrock"

@@ -9,6 +9,8 @@ Order of evaluation, the one thing an operator must be able to predict:
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,6 +91,12 @@ class Ruleset:
 
 
 
+def host_pattern(host: str) -> str:
+    """A listed host matches itself and its subdomains, never a longer name that ends in it
+    (grok.com is not ngrok.com); one ending in a dot (`bedrock-runtime.`) names a label prefix."""
+    return rf"(?:^|\.){re.escape(host)}" + ("" if host.endswith(".") else "$")
+
+
 def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[tuple[str, str]]]:
     """Provider evidence as matcher entries, in detection order (gateways first, then by level)."""
     ranked: list[tuple[int, int, int, Entry, tuple[str, str]]] = []
@@ -100,7 +108,7 @@ def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[t
             levels[0].append(MatchBlock(code=TextCondition(equals=spec.codes)))
             levels[0].append(MatchBlock(type=TextCondition(equals=spec.codes)))
         if spec.hosts:
-            levels[1].append(MatchBlock(host=TextCondition(contains=spec.hosts)))
+            levels[1].append(MatchBlock(host=TextCondition(regex=[host_pattern(host) for host in spec.hosts])))
         if spec.models:
             levels[2].append(MatchBlock(model=TextCondition(regex=spec.models)))
             levels[2].append(MatchBlock(message=TextCondition(regex=spec.models)))
