@@ -10,7 +10,6 @@ Order of evaluation, the one thing an operator must be able to predict:
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
