@@ -188,3 +188,36 @@ def test_stop_ends_a_training_under_way() -> None:
     trainer.stop()
     thread.join(30)
     assert len(raised) == 1 and "without an answer" in str(raised[0])
+
+
+def test_the_training_child_ends_when_its_server_dies(tmp_path: Path) -> None:
+    """A server killed without a shutdown must not leave its training child running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (f"import sys, time; sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+              "from service.rules.loader import load_ruleset\n"
+              "from service.rules.training_process import Trainer\n"
+              "import threading\n"
+              f"root = __import__('pathlib').Path({str(DATA)!r})\n"
+              "trainer = Trainer()\n"
+              "threading.Thread(target=trainer.train, args=(load_ruleset(root).version, root, 0.5), daemon=True).start()\n"
+              "while trainer._child is None: time.sleep(0.01)\n"
+              "print(trainer._child.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the training child outlived its server by 10 s")

@@ -150,7 +150,7 @@ def fitted_from(fit: SklearnFit, rows: csr_matrix, labels: list[str], examples: 
 
 
 def fit(examples: list[Example]) -> Fitted:
-    """Fit on `examples` (scikit-learn; 2-5 s on the shipped tables)."""
+    """Fit on `examples` (scikit-learn; seconds on the shipped tables)."""
     return fitted_from(*fit_sklearn(examples), examples)
 
 

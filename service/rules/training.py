@@ -40,7 +40,7 @@ def training_set(ruleset: Ruleset) -> list[Example]:
 
 
 def with_fallback(ruleset: Ruleset, min_confidence: float) -> Ruleset:
-    """The same rules with a fallback trained on their examples and tests (2-5 s with the
+    """The same rules with a fallback trained on their examples and tests (seconds with the
     shipped tables). The ruleset is unchanged when there is too little to learn from."""
     fallback = train(training_set(ruleset), min_confidence)
     return replace(ruleset, fallback=fallback) if fallback is not None else ruleset

@@ -18,6 +18,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from service.rules.loader import load_ruleset
 from service.rules.training import training_set
 
 _NICE = 10  # the child yields the CPU to the serving process on a busy machine
+_PARENT_POLL_SECONDS = 0.5
 
 
 class StaleRules(Exception):
@@ -51,7 +53,7 @@ class Trainer:
         try:
             with self._lock:  # a plain `python -m` child: nothing of the parent's __main__ runs in it
                 self._child = child = subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(root), version, str(writer)],
+                    [sys.executable, "-m", __name__, str(root), version, str(os.getpid()), str(writer)],
                     stdin=subprocess.DEVNULL, pass_fds=(writer,))
         finally:
             os.close(writer)  # the child holds the only writer: its exit ends the read
@@ -95,7 +97,16 @@ def _fit(root: str, version: str) -> Fitted | None:
     return fit(examples) if enough_to_learn(examples) else None
 
 
-if __name__ == "__main__":  # the child: python -m service.rules.training_process ROOT VERSION FD
+def _exit_with(parent: int) -> None:
+    """A child whose server died (killed, no shutdown to stop it) stops too, instead of
+    spending seconds of CPU on an answer nobody will read."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_SECONDS)
+    os._exit(1)
+
+
+if __name__ == "__main__":  # the child: python -m service.rules.training_process ROOT VERSION PARENT FD
     os.nice(_NICE)
-    with os.fdopen(int(sys.argv[3]), "wb") as out:
+    threading.Thread(target=_exit_with, args=(int(sys.argv[3]),), daemon=True).start()
+    with os.fdopen(int(sys.argv[4]), "wb") as out:
         out.write(pickle.dumps(_answer(sys.argv[1], sys.argv[2]), protocol=pickle.HIGHEST_PROTOCOL))
