@@ -203,7 +203,8 @@ def test_the_training_child_ends_when_its_server_dies(tmp_path: Path) -> None:
               "import threading\n"
               f"root = __import__('pathlib').Path({str(DATA)!r})\n"
               "trainer = Trainer()\n"
-              "threading.Thread(target=trainer.train, args=(load_ruleset(root).version, root, 0.5), daemon=True).start()\n"
+              "args = (load_ruleset(root).version, root, 0.5)\n"
+              "threading.Thread(target=trainer.train, args=args, daemon=True).start()\n"
               "while trainer._child is None: time.sleep(0.01)\n"
               "print(trainer._child.pid, flush=True)\n"
               "time.sleep(60)\n")
