@@ -64,6 +64,10 @@ class Metrics:
             "errtriage_notification_queue_depth", "Notifications waiting to be sent.",
             multiprocess_mode="livesum", registry=registry,
         )
+        self.queue_capacity = Gauge(  # so an alert can say "80% full" whatever ERRTRIAGE_NOTIFY_QUEUE_SIZE is
+            "errtriage_notification_queue_capacity", "Notifications the in-process queue holds before it drops.",
+            multiprocess_mode="livesum", registry=registry,
+        )
         # With ERRTRIAGE_REDIS_URL: the shared stream (every process reports the same value: take the
         # max across replicas, never the sum), this process's outbox, Redis faults and claims (counters).
         self.stream_length = Gauge(

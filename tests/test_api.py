@@ -111,6 +111,7 @@ def test_metrics_exposes_contract_names_with_precreated_labels(api: httpx.Client
         assert expected in names
     values = samples(api)
     assert values[("errtriage_rules_last_reload_success", ())] == 1
+    assert values[("errtriage_notification_queue_capacity", ())] == 10_000  # ERRTRIAGE_NOTIFY_QUEUE_SIZE
     assert values[("errtriage_errors_total", (("class", "git_auth"), ("provider", "none"),
                                                ("reason", "token_expired")))] == 0
     api.get("/healthz")

@@ -82,6 +82,7 @@ class MemoryQueue:
         self._deliverer = deliver
         self._logger = logger
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue(settings.notify_queue_size)
+        metrics.queue_capacity.set(settings.notify_queue_size)
         self._throttle = Throttle(settings.notify_throttle_max_keys)
         self._workers: list[asyncio.Task[None]] = []
         self._closed = False
