@@ -116,8 +116,8 @@ class RuleStore:
             notify.label_sets() if notify is not None else [], self._clock(),
         )
         log.info("rules loaded", extra={"version": ruleset.version, "rules": len(ruleset.rules)})
-        if replaced is not None:  # requests read `current` once and never across an await: ours is the last reference
-            doomed = [replaced]
+        if replaced is not None:  # requests read `current` once, never across an await; anyone still
+            doomed = [replaced]      # holding it (a delivery under way) frees what is left when done
             del replaced
             release(doomed)
 
