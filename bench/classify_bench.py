@@ -53,6 +53,19 @@ def synthetic_rules(count: int, rng: random.Random) -> tuple[str, list[str]]:
     return ("\n".join(lines) if patterns else "rules: []") + "\n", patterns
 
 
+SYNTHETIC_FILE = Path("classes") / "99-synthetic.yaml"
+
+
+def shipped_plus(root: Path, count: int, rng: random.Random) -> tuple[Path, list[str]]:
+    """The shipped tables copied to root/rules with `count` synthetic rules in one more file;
+    returns that folder and the synthetic regex sources."""
+    rules = root / "rules"
+    shutil.copytree(SHIPPED, rules)
+    yaml_text, patterns = synthetic_rules(count, rng)
+    (rules / SYNTHETIC_FILE).write_text(yaml_text)
+    return rules, patterns
+
+
 def messages(count: int, rng: random.Random) -> list[str]:
     """Distinct ~1 KB messages made of fresh words; none matches a rule."""
     return [" ".join(word(rng, 3, 9) for _ in range(150))[:1024] for _ in range(count)]
@@ -76,11 +89,9 @@ def main() -> None:
     loaded = []
     for count in [0, *(int(c) for c in opts.counts.split(","))]:
         root = Path(tempfile.mkdtemp())
-        shutil.copytree(SHIPPED, root / "rules")
-        yaml_text, patterns = synthetic_rules(count, rng)
-        (root / "rules" / "classes" / "99-synthetic.yaml").write_text(yaml_text)
+        rules, patterns = shipped_plus(root, count, rng)
         started = time.perf_counter()
-        ruleset = load_ruleset(root / "rules")
+        ruleset = load_ruleset(rules)
         load_s = time.perf_counter() - started
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         compiled = [re.compile(p, re.IGNORECASE) for p in patterns]

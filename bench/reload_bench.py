@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry
 
-from bench.classify_bench import SHIPPED, synthetic_rules
+from bench.classify_bench import SYNTHETIC_FILE, shipped_plus
 from service.api.app import create_app
 from service.models import ErrorReport
 from service.settings import Settings
@@ -139,10 +139,8 @@ def main() -> None:
     opts = parser.parse_args()
     root = Path(tempfile.mkdtemp())
     try:
-        shutil.copytree(SHIPPED, root / "rules")
-        synthetic = root / "rules" / "classes" / "99-synthetic.yaml"
-        synthetic.write_text(synthetic_rules(opts.rules, random.Random(7))[0])
-        asyncio.run(run(root / "rules", synthetic, opts.after, opts.reloads))
+        rules, _ = shipped_plus(root, opts.rules, random.Random(7))
+        asyncio.run(run(rules, rules / SYNTHETIC_FILE, opts.after, opts.reloads))
     finally:
         shutil.rmtree(root)
     print(f"\n{opts.rules} extra rules; traffic: one fresh report triaged per ms on the loop; 'loop gap': the longest "

@@ -22,7 +22,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.classify_bench import SHIPPED, synthetic_rules  # noqa: E402
+from bench.classify_bench import SHIPPED, shipped_plus  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
 
@@ -55,9 +55,7 @@ def main() -> None:
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp())
     try:
-        big = work / "rules"
-        shutil.copytree(SHIPPED, big)
-        (big / "classes" / "99-synthetic.yaml").write_text(synthetic_rules(opts.rules, random.Random(7))[0])
+        big, _ = shipped_plus(work, opts.rules, random.Random(7))
         times: dict[str, list[float]] = {"shipped tables": [], f"+{opts.rules} rules": []}
         for _ in range(opts.rounds):
             times["shipped tables"].append(started_in(SHIPPED))

@@ -53,8 +53,8 @@ def test_the_fallback_decides_what_no_rule_matches(trained: Ruleset) -> None:
                                     {"message": "", "type": "ZorblError"}, {"message": "the user pressed stop"}])
 def test_predict_reads_the_fitted_model_exactly_as_sklearn_does(report: dict[str, object]) -> None:
     examples = training_set(load_ruleset(DATA))
-    fitted, rows, labels = fit_sklearn(examples)
-    fallback = Fallback(fitted_from(fitted, rows, labels, examples), 0.5)
+    fitted = fit_sklearn(examples)
+    fallback = Fallback(fitted_from(fitted, examples), 0.5)
     error = normalize(ErrorReport.model_validate(report))
     fast = fallback.probabilities(error, None)
     reference = fitted.model.predict_proba(fitted.rows([text_of(error)], [tokens_of(error, None)]))[0]

@@ -31,10 +31,16 @@ def test_release_frees_every_object_and_empties_the_holder() -> None:
 
 
 def test_release_leaves_alone_what_someone_else_still_holds() -> None:
-    shared = Leaf()
-    holder: list[object] = [{"a": [shared, Leaf()]}]
+    """It only drops its own references: a container still held elsewhere keeps its contents,
+    and what only the released graph held is freed."""
+    shared = [Leaf(), Leaf()]
+    lone = Leaf()
+    gone = weakref.ref(lone)
+    holder: list[object] = [{"shared": shared, "lone": [lone]}]
+    del lone
     release(holder)
-    assert isinstance(shared, Leaf)  # still ours, untouched
+    assert len(shared) == 2 and all(isinstance(leaf, Leaf) for leaf in shared)
+    assert gone() is None
 
 
 def test_pace_lets_another_thread_in_only_inside_paced() -> None:

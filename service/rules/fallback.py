@@ -8,8 +8,8 @@ with a test teaches it too. It answers a class and reason with a probability; be
 ruleset's minimum confidence, or when it says `unknown`, the report stays unknown.
 
 Pure once trained: `predict` reads no clock, settings or metrics. scikit-learn is imported
-only when a fallback is trained, so `errtriage check` and a fallback switched off never
-pay for it.
+only where a fallback is fitted or built (its analyzers), so `errtriage check` and a
+fallback switched off never pay for it.
 """
 
 from __future__ import annotations
@@ -104,6 +104,7 @@ class SklearnFit:
     chars: Any
     words: Any
     model: Any
+    train_rows: csr_matrix  # the training set, transformed
 
     def rows(self, texts: list[str], tokens: list[str]) -> csr_matrix:
         from scipy.sparse import hstack
@@ -112,8 +113,8 @@ class SklearnFit:
         return rows  # sklearn's matrices are untyped
 
 
-def fit_sklearn(examples: list[Example]) -> tuple[SklearnFit, csr_matrix, list[str]]:
-    """The vectorizers and the classifier fitted on `examples`, with the training rows and labels."""
+def fit_sklearn(examples: list[Example]) -> SklearnFit:
+    """The vectorizers and the classifier fitted on `examples`."""
     from scipy.sparse import hstack
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import SGDClassifier
@@ -123,15 +124,18 @@ def fit_sklearn(examples: list[Example]) -> tuple[SklearnFit, csr_matrix, list[s
     words = TfidfVectorizer(**_WORDS, dtype=numpy.float32)
     rows = hstack([chars.fit_transform([text_of(e.error) for e in examples]),
                    words.fit_transform([tokens_of(e.error, e.provider_kind) for e in examples])]).tocsr()
-    labels = [f"{e.class_}/{e.reason}" for e in examples]
     # Logistic loss (so it has probabilities) by SGD: on 5-fold grouped CV of the tuning part it
     # matched lbfgs's accuracy (0.82 vs 0.80 at 0.5) in a fraction of the fit time.
     model = SGDClassifier(loss="log_loss", alpha=2e-5, max_iter=30, tol=None, random_state=0)
-    model.fit(rows, labels)
-    return SklearnFit(chars, words, model), rows, labels
+    model.fit(rows, [_label(e) for e in examples])
+    return SklearnFit(chars, words, model, rows)
 
 
-def fitted_from(fit: SklearnFit, rows: csr_matrix, labels: list[str], examples: list[Example]) -> Fitted:
+def _label(example: Example) -> str:
+    return f"{example.class_}/{example.reason}"
+
+
+def fitted_from(fit: SklearnFit, examples: list[Example]) -> Fitted:
     def terms(vectorizer: Any) -> list[str]:
         ordered = [""] * len(vectorizer.vocabulary_)
         for term, column in vectorizer.vocabulary_.items():
@@ -144,14 +148,14 @@ def fitted_from(fit: SklearnFit, rows: csr_matrix, labels: list[str], examples: 
         word_terms=terms(fit.words), word_idf=fit.words.idf_.astype(numpy.float64),
         weights=numpy.ascontiguousarray(fit.model.coef_.T, dtype=numpy.float64),
         intercept=fit.model.intercept_.astype(numpy.float64),
-        train_rows=rows,
-        train=[(e.origin, labels[i], e.error.message[:160]) for i, e in enumerate(examples)],
+        train_rows=fit.train_rows,
+        train=[(e.origin, _label(e), e.error.message[:160]) for e in examples],
     )
 
 
 def fit(examples: list[Example]) -> Fitted:
     """Fit on `examples` (scikit-learn; seconds on the shipped tables)."""
-    return fitted_from(*fit_sklearn(examples), examples)
+    return fitted_from(fit_sklearn(examples), examples)
 
 
 class Fallback:
@@ -160,7 +164,7 @@ class Fallback:
     `predict` computes what sklearn's transform and predict_proba would (sklearn's per-call
     validation cost ~5 ms a report, this ~0.2 ms; a test holds both equal). Building one from
     a `Fitted` runs Python loops only, no long call that would hold the GIL: the serving
-    process does it while it serves (see training.py)."""
+    process does it while it serves (see training_process.py)."""
 
     def __init__(self, fitted: Fitted, min_confidence: float) -> None:
         from sklearn.feature_extraction.text import TfidfVectorizer  # analyzers need no fitted state
@@ -188,7 +192,9 @@ class Fallback:
 
     def probabilities(self, error: NormalizedError, provider_kind: str | None) -> NDArray[numpy.float64]:
         """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
-        columns, values = self._vector(error, provider_kind)
+        return self._probabilities(*self._vector(error, provider_kind))
+
+    def _probabilities(self, columns: list[int], values: list[float]) -> NDArray[numpy.float64]:
         fitted = self._fitted
         decision = fitted.intercept + numpy.asarray(values) @ fitted.weights[columns] if columns else fitted.intercept
         sigmoid: NDArray[numpy.float64] = 1.0 / (1.0 + numpy.exp(-decision))
@@ -198,7 +204,8 @@ class Fallback:
     def predict(self, error: NormalizedError, provider_kind: str | None, explain: bool = False) -> Guess | None:
         """The most probable class (its reasons' probabilities summed) and its likeliest reason,
         or None when that is `unknown` or below the minimum confidence."""
-        probabilities = self.probabilities(error, provider_kind)
+        columns, values = self._vector(error, provider_kind)
+        probabilities = self._probabilities(columns, values)
         by_class: dict[str, float] = {}
         for class_id, p in zip(self._class_of, probabilities, strict=True):
             by_class[class_id] = by_class.get(class_id, 0.0) + float(p)
@@ -208,12 +215,11 @@ class Fallback:
             return None
         best = max((i for i, c in enumerate(self._class_of) if c == class_id), key=lambda i: probabilities[i])
         reason = self._labels[best].split("/", 1)[1]
-        leaned_on = self._leaned_on(error, provider_kind, best) if explain else {}
+        leaned_on = self._leaned_on(columns, values, best) if explain else {}
         return Guess(class_id, reason, round(confidence, 4), leaned_on)
 
-    def _leaned_on(self, error: NormalizedError, provider_kind: str | None, label: int) -> dict[str, Any]:
+    def _leaned_on(self, columns: list[int], values: list[float], label: int) -> dict[str, Any]:
         """The strongest features for the chosen label, and the nearest labelled examples."""
-        columns, values = self._vector(error, provider_kind)
         fitted = self._fitted
         weights = fitted.weights[:, label]
         contributions = sorted(((float(v * weights[j]), j) for j, v in zip(columns, values, strict=True)),
