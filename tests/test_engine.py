@@ -267,3 +267,5 @@ def test_a_listed_host_matches_itself_and_subdomains_not_longer_names() -> None:
     assert provider("https://grok.com/x") == "xai"
     assert provider("https://dashboard.ngrok.com/billing") != "xai"
     assert provider("https://bedrock-runtime.us-east-1.amazonaws.com/model") == "aws_bedrock"
+    assert provider("https://us-east5-aiplatform.googleapis.com/v1/projects/p") == "google"  # `-aiplatform...`
+    assert provider("https://sheets.googleapis.com/v4/spreadsheets") is None  # Google, but not its AI

@@ -92,7 +92,10 @@ class Ruleset:
 
 def host_pattern(host: str) -> str:
     """A listed host matches itself and its subdomains, never a longer name that ends in it
-    (grok.com is not ngrok.com); one ending in a dot (`bedrock-runtime.`) names a label prefix."""
+    (grok.com is not ngrok.com); one ending in a dot (`bedrock-runtime.`) names a label prefix,
+    one starting with a dash (`-aiplatform.googleapis.com`) a label suffix (regional endpoints)."""
+    if host.startswith("-"):
+        return rf"(?:^|\.)[a-z0-9-]*{re.escape(host)}$"
     return rf"(?:^|\.){re.escape(host)}" + ("" if host.endswith(".") else "$")
 
 

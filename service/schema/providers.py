@@ -20,7 +20,8 @@ class ProviderSpec(Strict):
     aliases: list[str] = Field(default_factory=list, description="Other names callers hint with (gemini -> google).")
     types: list[str] = Field(default_factory=list, description="Substrings of exception type names.")
     codes: list[str] = Field(default_factory=list, description="Exact error codes or types only this provider uses.")
-    hosts: list[str] = Field(default_factory=list, description="Host name substrings (api.openai.com).")
+    hosts: list[str] = Field(default_factory=list, description=(
+        "Hosts: each matches itself and its subdomains (api.openai.com); `x.` a label prefix, `-x` a label suffix."))
     models: list[str] = Field(default_factory=list, description="RE2 regexes over model names (and the message).")
     text: list[str] = Field(default_factory=list, description="RE2 regexes over the message.")
     tests: list[RuleTest] = Field(default_factory=list)
