@@ -266,7 +266,7 @@ def _absorb_fields(obj: dict[str, Any], present: set[str], found: NormalizedErro
     if "reason" in present and isinstance(obj["reason"], str):
         _add(found.codes, obj["reason"])
     if present & _TEXT_KEYS:
-        _absorb_texts(obj, found)
+        _absorb_texts(obj, present, found)
     if "param" in present and found.param is None and isinstance(obj["param"], str):
         found.param = obj["param"]
     tools = obj.get("availableTools", obj.get("available_tools"))
@@ -300,14 +300,16 @@ def _absorb_status(status: Any, found: NormalizedError) -> None:
         _set_status(found, status)
 
 
-def _absorb_texts(obj: dict[str, Any], found: NormalizedError) -> None:
+def _absorb_texts(obj: dict[str, Any], present: set[str], found: NormalizedError) -> None:
     for key in _MESSAGE_KEYS:
-        value = obj.get(key)
+        if key not in present:
+            continue
+        value = obj[key]
         if isinstance(value, str) and value[:1] in "{[" and isinstance(_parse_json_text(value), dict):
             continue  # an inner body as a JSON string (@google/genai ApiError): read by _absorb_dict
         _set_message(found, value)
     for key in _NOTE_KEYS:
-        value = obj.get(key)
+        value = obj[key] if key in present else None
         if isinstance(value, str) and value.strip() and value.strip() not in found.notes:
             found.notes.append(value.strip())
 
@@ -497,9 +499,8 @@ def _repr_as_json(text: str) -> Any:
     if '"' in text or len(parts) % 2 == 0:
         return None
     for word, literal in _REPR_WORDS:
-        if word in text:
-            for index in range(0, len(parts), 2):  # outside the strings
-                parts[index] = parts[index].replace(word, literal)
+        if word in text:  # replaced outside the strings only
+            parts[0::2] = [part.replace(word, literal) for part in parts[0::2]]
     try:
         return orjson.loads('"'.join(parts))
     except orjson.JSONDecodeError:
