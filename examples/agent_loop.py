@@ -19,6 +19,11 @@ class ToolFailed(Exception):
         self.raw = raw
 
 
+def _report_of(failure: BaseException) -> dict[str, Any]:
+    """The report errtriage classifies: the tool's raw result when it carried one."""
+    return {"raw": failure.raw} if isinstance(failure, ToolFailed) else {"message": str(failure)}
+
+
 def call_with_recovery(call: Callable[[str, dict[str, Any]], Any], tool: str, arguments: dict[str, Any],
                        available_tools: list[str], errtriage: Client,
                        sleep: Callable[[float], None] = time.sleep) -> Any:
@@ -27,7 +32,7 @@ def call_with_recovery(call: Callable[[str, dict[str, Any]], Any], tool: str, ar
         try:  # retries and backoff as advised; GaveUp (a RuntimeError) when a human must decide
             return follow_recovery(errtriage, partial(call, tool, arguments), tool=tool, attempt=attempt,
                                    context={"available_tools": available_tools}, retry_on=ToolFailed,
-                                   to_report=lambda failure: {"raw": failure.raw}, sleep=sleep)
+                                   to_report=_report_of, sleep=sleep)
         except NeedsAgent as needed:
             recovery = needed.classification.recovery
             if needed.action == "discover_tool" and recovery.suggested_tools:

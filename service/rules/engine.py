@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from service.models import DecidedBy
 from service.normalize import NormalizedError
@@ -24,7 +24,8 @@ from service.schema.providers import ProviderSpec
 
 UNKNOWN_CLASS = "unknown"
 UNKNOWN_REASON = "unclassified"
-PROVIDER_LEVELS = ("types/codes", "hosts", "models", "text")
+ProviderLevel = Literal["types/codes", "hosts", "models", "text"]
+PROVIDER_LEVELS: tuple[ProviderLevel, ...] = ("types/codes", "hosts", "models", "text")
 EVALUATION_ORDER = "priority (higher first), then file-name order, then position in file; first match wins"
 CLASS_TABLE, PROVIDER_TABLE = 0, 1
 DECIDED_SIZE = 1024  # distinct (satisfied conditions, hint) pairs remembered per ruleset; cleared when full
@@ -34,7 +35,7 @@ DECIDED_SIZE = 1024  # distinct (satisfied conditions, hint) pairs remembered pe
 class ProviderVerdict:
     id: str | None
     kind: str | None
-    decided_by: str
+    decided_by: ProviderLevel | Literal["hint", "none"]  # the caller's hint, an evidence level, or nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ class Ruleset:
     rules: tuple[ClassRule, ...]
     providers: dict[str, ProviderSpec]
     matcher: SetMatcher  # table CLASS_TABLE: class rules; table PROVIDER_TABLE: provider evidence
-    provider_entries: tuple[tuple[str, str], ...]
+    provider_entries: tuple[tuple[str, ProviderLevel], ...]
     decisions: dict[str | None, tuple[bool, RecoverySpec]]  # rule id (None: unknown) -> retryable, recovery
     by_reason: dict[tuple[str, str], tuple[bool, RecoverySpec]]  # (class, reason) -> the same, for the fallback
     aliases: dict[str, str] = field(default_factory=dict)  # lower-cased hint -> provider id
@@ -99,9 +100,9 @@ def host_pattern(host: str) -> str:
     return rf"(?:^|\.){re.escape(host)}" + ("" if host.endswith(".") else "$")
 
 
-def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[tuple[str, str]]]:
+def provider_entries(providers: list[ProviderSpec]) -> tuple[list[Entry], list[tuple[str, ProviderLevel]]]:
     """Provider evidence as matcher entries, in detection order (gateways first, then by level)."""
-    ranked: list[tuple[int, int, int, Entry, tuple[str, str]]] = []
+    ranked: list[tuple[int, int, int, Entry, tuple[str, ProviderLevel]]] = []
     for order, spec in enumerate(providers):
         levels: list[list[MatchBlock]] = [[], [], [], []]
         if spec.types:
