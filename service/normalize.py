@@ -456,6 +456,11 @@ def _is_empty_result(obj: dict[str, Any]) -> bool:
     return all(c == 0 for c in counts) and all(len(v) == 0 for v in lists)
 
 
+# A message that is all one JSON body (a tool's result logged as its text) with empty result
+# lists is a zero-result success, as the same body in `raw` is.
+_SHAPE_OF_BODY = {False: SHAPE_PROVIDER_BODY, True: SHAPE_EMPTY_RESULT}
+
+
 def _absorb_message(found: NormalizedError) -> None:
     """Read what a rendered message carries: an embedded body, an HTTP status, hosts, a wait."""
     message = found.message
@@ -465,7 +470,7 @@ def _absorb_message(found: NormalizedError) -> None:
         _absorb_dict(body, found, 1)
         found.message = kept
         if found.shape == SHAPE_PLAIN:
-            found.shape = SHAPE_PROVIDER_BODY
+            found.shape = _SHAPE_OF_BODY[message.lstrip()[:1] == "{" and _is_empty_result(body)]
     data = message.encode()  # RE2 on bytes: no re-encoding and no offset mapping per call
     if found.status is None:
         spans = re2spans.search(_STATUS_IN_MESSAGE, data, 0, 2048)

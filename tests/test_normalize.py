@@ -132,6 +132,10 @@ def test_zero_results_is_empty_result() -> None:
     # https://docs.github.com/en/rest/search/search
     assert norm(raw={"total_count": 0, "incomplete_results": False, "items": []}).shape == SHAPE_EMPTY_RESULT
     assert norm(raw={"total": 3, "results": [1, 2, 3]}).shape != SHAPE_EMPTY_RESULT
+    # a tool's result logged as the message: the same body, as text (Mapbox geocoding, no match)
+    assert norm(message='{"type":"FeatureCollection","query":["x"],"features":[]}').shape == SHAPE_EMPTY_RESULT
+    assert norm(message='lookup failed: {"features":[]}').shape != SHAPE_EMPTY_RESULT  # words before it: not a result
+    assert norm(message='{"error":"bad query","results":[]}').shape != SHAPE_EMPTY_RESULT
 
 
 def test_pipeline_step_failed_event() -> None:
