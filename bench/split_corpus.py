@@ -6,9 +6,9 @@ COLLECTED_DIR holds one folder per collector, each with YAML files of `cases:` (
 note, report, expect). Every case is checked (a valid report, a declared class and reason);
 a case whose message the corpus already has is skipped. The part a case goes to depends
 only on its source's origin (a GitHub repository, or a web site's host), hashed: all
-cases from one origin land in the same part, and an origin the tuning part already has
-keeps its new cases there, so no rule written from the tuning part has seen a phrasing
-from a held-out origin.
+cases from one origin land in the same part, and an origin either part already has keeps
+its new cases there (the second collection went to the held-out part whole, whatever the
+hash), so no rule written from the tuning part has seen a phrasing from a held-out origin.
   held-out -> tests/corpus/<collector>-<file>.yaml   (`cases:`; never shipped, never trained on)
   tune     -> rules/examples/<collector>-<file>.yaml (`examples:`; the fallback learns from it)
 """
@@ -58,10 +58,10 @@ def _key(report: dict[str, Any]) -> str:
     return " ".join(str(text).split()).lower()
 
 
-def _tuning_origins() -> set[str]:
-    """Origins the tuning part already has: their new cases join it (a rule was written from them)."""
-    return {origin(str(item["source"])) for path in TUNE.glob("*.yaml")
-            for item in yaml.safe_load(path.read_text())["examples"]}
+def _origins(folder: Path, section: str) -> set[str]:
+    """Origins a part already has: their new cases join it."""
+    return {origin(str(item["source"])) for path in folder.glob("*.yaml")
+            for item in yaml.safe_load(path.read_text())[section]}
 
 
 def _known_messages() -> set[str]:
@@ -98,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     vocabulary = {c.id: set(c.reasons) for c in load_ruleset(ROOT / "rules").classes.values()}
     seen = _known_messages()
-    tuning = _tuning_origins()
+    tuning, kept_out = _origins(TUNE, "examples"), _origins(HELD_OUT, "cases")
     counts: Counter[str] = Counter()
     for path in sorted(args.collected.glob("*/*.yaml")):
         parts: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
@@ -114,7 +114,8 @@ def main() -> None:
                 continue
             seen.add(key)
             source = str(case["source"])
-            parts[held_out(source, args.held_out_percent) and origin(source) not in tuning].append(case)
+            known = origin(source) in kept_out or origin(source) in tuning
+            parts[origin(source) in kept_out if known else held_out(source, args.held_out_percent)].append(case)
         name = f"{path.parent.name}-{path.stem}.yaml"
         where = ("# Collected from public sources (each case names its own); "
                  "split by source: see bench/split_corpus.py.\n")
