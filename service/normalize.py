@@ -63,7 +63,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.:/-]{1,80}$")
 _RESULT_LISTS = ("results", "items", "hits", "records", "data", "documents", "matches", "rows",
                  "features", "candidates", "predictions", "organic_results")  # GeoJSON, Google Places, SerpAPI
-_RESULT_COUNTS = ("total", "total_count", "totalCount", "count", "totalResults", "total_results")
+_RESULT_COUNTS = ("total", "total_count", "totalCount", "count", "totalResults", "total_results", "totalItems")
 _META_KEYS = ("examples", "alternatives", "retry_hint", "feedback_hint")
 _NOTE_KEYS = ("stderr", "errorDescription", "detail")  # text beside the message: the cause (git CLI, n8n, Bitbucket)
 _COMMAND_KEYS = ("cmd", "command", "args")  # a command line often names the remote (git@host:repo)
@@ -446,13 +446,16 @@ def _add_hosts_in(found: NormalizedError, data: bytes) -> None:
             found.hosts.append(host)
 
 
-def _is_empty_result(obj: dict[str, Any]) -> bool:
+def _is_empty_result(obj: dict[str, Any], nested: bool = True) -> bool:
+    """Result counts and lists, all zero or empty; one level down when the top has none
+    (Spotify's {"tracks": {"items": [], "total": 0}}, Google's {"data": {"totalItems": 0}})."""
     if any(key in obj for key in ("error", "errors", "isError", "message")):
         return False
     counts = [obj[k] for k in _RESULT_COUNTS if k in obj]
     lists = [obj[k] for k in _RESULT_LISTS if isinstance(obj.get(k), list)]
     if not counts and not lists:
-        return False
+        inner = [value for value in list(obj.values())[:10] if isinstance(value, dict)] if nested else []
+        return bool(inner) and all(_is_empty_result(value, nested=False) for value in inner)
     return all(c == 0 for c in counts) and all(len(v) == 0 for v in lists)
 
 

@@ -136,6 +136,10 @@ def test_zero_results_is_empty_result() -> None:
     assert norm(message='{"type":"FeatureCollection","query":["x"],"features":[]}').shape == SHAPE_EMPTY_RESULT
     assert norm(message='lookup failed: {"features":[]}').shape != SHAPE_EMPTY_RESULT  # words before it: not a result
     assert norm(message='{"error":"bad query","results":[]}').shape != SHAPE_EMPTY_RESULT
+    # one level down (Spotify search); every nested result must be empty
+    assert norm(raw={"tracks": {"href": "x", "items": [], "total": 0}}).shape == SHAPE_EMPTY_RESULT
+    assert norm(raw={"tracks": {"items": []}, "albums": {"items": [{"id": 1}]}}).shape != SHAPE_EMPTY_RESULT
+    assert norm(raw={"user": {"name": "x"}}).shape != SHAPE_EMPTY_RESULT
 
 
 def test_pipeline_step_failed_event() -> None:
