@@ -459,11 +459,6 @@ def _is_empty_result(obj: dict[str, Any], nested: bool = True) -> bool:
     return all(c == 0 for c in counts) and all(len(v) == 0 for v in lists)
 
 
-# A message that is all one JSON body (a tool's result logged as its text) with empty result
-# lists is a zero-result success, as the same body in `raw` is.
-_SHAPE_OF_BODY = {False: SHAPE_PROVIDER_BODY, True: SHAPE_EMPTY_RESULT}
-
-
 def _absorb_message(found: NormalizedError) -> None:
     """Read what a rendered message carries: an embedded body, an HTTP status, hosts, a wait."""
     message = found.message
@@ -472,8 +467,9 @@ def _absorb_message(found: NormalizedError) -> None:
         kept = found.message
         _absorb_dict(body, found, 1)
         found.message = kept
-        if found.shape == SHAPE_PLAIN:
-            found.shape = _SHAPE_OF_BODY[message.lstrip()[:1] == "{" and _is_empty_result(body)]
+        if found.shape == SHAPE_PLAIN:  # a message that is one JSON body with empty result lists: as in `raw`
+            whole = message.lstrip()[:1] == "{"
+            found.shape = SHAPE_EMPTY_RESULT if whole and _is_empty_result(body) else SHAPE_PROVIDER_BODY
     data = message.encode()  # RE2 on bytes: no re-encoding and no offset mapping per call
     if found.status is None:
         spans = re2spans.search(_STATUS_IN_MESSAGE, data, 0, 2048)
