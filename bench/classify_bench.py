@@ -18,7 +18,8 @@ import string
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -56,14 +57,19 @@ def synthetic_rules(count: int, rng: random.Random) -> tuple[str, list[str]]:
 SYNTHETIC_FILE = Path("classes") / "99-synthetic.yaml"
 
 
-def shipped_plus(root: Path, count: int, rng: random.Random) -> tuple[Path, list[str]]:
-    """The shipped tables copied to root/rules with `count` synthetic rules in one more file;
-    returns that folder and the synthetic regex sources."""
-    rules = root / "rules"
-    shutil.copytree(SHIPPED, rules)
-    yaml_text, patterns = synthetic_rules(count, rng)
-    (rules / SYNTHETIC_FILE).write_text(yaml_text)
-    return rules, patterns
+@contextmanager
+def shipped_plus(count: int, rng: random.Random) -> Iterator[tuple[Path, list[str]]]:
+    """The shipped tables copied to a temporary rules folder with `count` synthetic rules in
+    one more file: that folder and the synthetic regex sources, removed on exit."""
+    root = Path(tempfile.mkdtemp())
+    try:
+        rules = root / "rules"
+        shutil.copytree(SHIPPED, rules)
+        yaml_text, patterns = synthetic_rules(count, rng)
+        (rules / SYNTHETIC_FILE).write_text(yaml_text)
+        yield rules, patterns
+    finally:
+        shutil.rmtree(root)
 
 
 def messages(count: int, rng: random.Random) -> list[str]:
@@ -88,16 +94,14 @@ def main() -> None:
     texts = messages(opts.messages, rng)
     loaded = []
     for count in [0, *(int(c) for c in opts.counts.split(","))]:
-        root = Path(tempfile.mkdtemp())
-        rules, patterns = shipped_plus(root, count, rng)
-        started = time.perf_counter()
-        ruleset = load_ruleset(rules)
-        load_s = time.perf_counter() - started
+        with shipped_plus(count, rng) as (rules, patterns):
+            started = time.perf_counter()
+            ruleset = load_ruleset(rules)
+            load_s = time.perf_counter() - started
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         compiled = [re.compile(p, re.IGNORECASE) for p in patterns]
         naive = per_message_us(lambda t: next((c for c in compiled if c.search(t)), None), texts[:300]) if count else 0  # noqa: B023
         loaded.append((count, load_s, rss, ruleset, naive))
-        shutil.rmtree(root)
     best = {count: float("inf") for count, *_ in loaded}
     for _ in range(opts.rounds):  # interleaved, so a noisy moment hurts every size alike
         for count, _, _, ruleset, _ in loaded:

@@ -18,9 +18,7 @@ import argparse
 import asyncio
 import gc
 import random
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,12 +135,8 @@ def main() -> None:
     parser.add_argument("--after", type=float, default=10.0)
     parser.add_argument("--reloads", type=int, default=3)
     opts = parser.parse_args()
-    root = Path(tempfile.mkdtemp())
-    try:
-        rules, _ = shipped_plus(root, opts.rules, random.Random(7))
+    with shipped_plus(opts.rules, random.Random(7)) as (rules, _):
         asyncio.run(run(rules, rules / SYNTHETIC_FILE, opts.after, opts.reloads))
-    finally:
-        shutil.rmtree(root)
     print(f"\n{opts.rules} extra rules; traffic: one fresh report triaged per ms on the loop; 'loop gap': the longest "
           f"a {TICK * 1000:.0f} ms ticker waited past its tick; 'longest collection': from gc.callbacks.")
 

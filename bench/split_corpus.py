@@ -114,8 +114,9 @@ def main() -> None:
                 continue
             seen.add(key)
             source = str(case["source"])
-            known = origin(source) in kept_out or origin(source) in tuning
-            parts[origin(source) in kept_out if known else held_out(source, args.held_out_percent)].append(case)
+            where = origin(source)
+            known = where in kept_out or where in tuning
+            parts[where in kept_out if known else held_out(source, args.held_out_percent)].append(case)
         name = f"{path.parent.name}-{path.stem}.yaml"
         where = ("# Collected from public sources (each case names its own); "
                  "split by source: see bench/split_corpus.py.\n")

@@ -9,11 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -53,15 +51,11 @@ def main() -> None:
     parser.add_argument("--rules", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     opts = parser.parse_args()
-    work = Path(tempfile.mkdtemp())
-    try:
-        big, _ = shipped_plus(work, opts.rules, random.Random(7))
-        times: dict[str, list[float]] = {"shipped tables": [], f"+{opts.rules} rules": []}
+    times: dict[str, list[float]] = {"shipped tables": [], f"+{opts.rules} rules": []}
+    with shipped_plus(opts.rules, random.Random(7)) as (big, _):
         for _ in range(opts.rounds):
             times["shipped tables"].append(started_in(SHIPPED))
             times[f"+{opts.rules} rules"].append(started_in(big))
-    finally:
-        shutil.rmtree(work)
     base = statistics.median(times["shipped tables"])
     print(f"{'rules':18} {'to /readyz (median)':>20} {'range':>14} {'minus shipped':>14}")
     for label, seconds in times.items():
