@@ -189,3 +189,16 @@ def test_a_replaced_ruleset_is_freed_though_a_load_freezes_it() -> None:
     del held
     store.load_now()
     assert gc.get_freeze_count() - base < one_ruleset * 0.05, (gc.get_freeze_count() - base, one_ruleset)
+
+
+def test_a_trained_fallback_is_frozen_with_the_rules() -> None:
+    """The fallback arrives after load_now froze the rules; it is frozen when it is swapped in, or
+    every full collection would scan its model and scikit-learn's modules (35-70 ms pauses)."""
+    store = RuleStore(DEFAULT_RULES_DIR, Metrics(CollectorRegistry()), fallback_min_confidence=0.65)
+    store.load_now()
+    assert store._thread is not None
+    store._thread.join(120)
+    fallback = store.current.fallback
+    assert store.fallback_state == "ready" and fallback is not None
+    assert gc.is_tracked(fallback)
+    assert not any(tracked is fallback for tracked in gc.get_objects()), "the fallback is left to the cyclic GC"

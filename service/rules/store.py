@@ -140,6 +140,10 @@ class RuleStore:
                 return  # a newer load came first: its own training is under way
             if fallback is not None:
                 self._current = replace(self._current, fallback=fallback)
+                # Out of the cyclic GC's sight, as load_now does for the rules: the model and the
+                # scikit-learn modules it imported are ~58,000 objects, and every full collection
+                # that scanned them paused the event loop for 35-70 ms.
+                gc.freeze()
             self.fallback_state = "ready" if fallback is not None else "none"
         log.info("fallback trained", extra={"version": version, "state": self.fallback_state,
                                             "seconds": round(time.perf_counter() - started, 2)})
