@@ -12,7 +12,7 @@ from service.models import ErrorReport
 from service.normalize import normalize
 from service.rules.engine import DECIDED_SIZE, Ruleset, Verdict, classify
 from service.rules.loader import load_ruleset
-from service.rules.matcher import MEMO_SIZE
+from service.rules.matcher import MEMO_SIZE, PREFILTER_FROM
 
 TAXONOMY = """
 classes:
@@ -168,7 +168,7 @@ def test_many_rules_still_pick_the_right_one(tmp_path: Path, count: int) -> None
 
 def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Path) -> None:
     lines = ["rules:"]
-    for i in range(1500):
+    for i in range(PREFILTER_FROM):
         lines.append(f"  - {{id: p{i}, class: demo, reason: a, match: {{message: {{regex: ['alpha{i}x? beta']}}}}}}")
     lines.append("  - {id: atom, class: demo, reason: b, match: {message: {regex: ['(?P<who>\\w+) bravo7 charlie']}}}")
     lines.append("  - {id: loose, class: demo, reason: c, match: {message: {regex: ['^z+$']}}}")
@@ -183,11 +183,38 @@ def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Pat
     assert verdict(ruleset, message="delta9 error now").rule.id == "both"
     assert verdict(ruleset, message="delta9 but no fault now").rule is None
     assert verdict(ruleset, message="error now, then delta9").rule is None  # every atom there, the regex is not
-    assert verdict(ruleset, message="xx ALPHA1499 beta yy").rule.id == "p1499"
-    assert verdict(ruleset, message="alpha1499-beta").rule is None  # the literal is there, the regex is not
+    last = PREFILTER_FROM - 1
+    assert verdict(ruleset, message=f"xx ALPHA{last} beta yy").rule.id == f"p{last}"
+    assert verdict(ruleset, message=f"alpha{last}-beta").rule is None  # the literal is there, the regex is not
     hit = verdict(ruleset, message="said delta bravo7 charlie")
     assert hit.rule.id == "atom" and hit.captures == {"who": "delta"}
     assert verdict(ruleset, message="zzzz").rule.id == "loose"
+
+
+def test_regexes_that_span_a_gap_run_apart_from_the_set_with_the_same_answers(tmp_path: Path) -> None:
+    """`.{0,N}`, `.*`, `[^x]+` and `\\S+` regexes go to RE2's FilteredRE2 (their atoms, then only the
+    candidates); in the one RE2 set their DFA states multiplied with every fresh message."""
+    ruleset = build(tmp_path, r1=r"""
+        rules:
+          - {id: gap, class: demo, reason: a, match: {message: {regex: ['(?s)\bmodel\b.{0,40}\bnot found\b']}}}
+          - {id: star, class: demo, reason: a, match: {message: {regex: ['^fatal: .*denied']}}}
+          - {id: negated, class: demo, reason: a, match: {message: {regex: ['key=[^&]+&secret']}}}
+          - {id: nonspace, class: demo, reason: a, match: {message: {regex: ['\S+@\S+ bounced']}}}
+          - {id: tight, class: demo, reason: b, match: {message: {regex: ['\bquota[-_ ]?exceeded\b']}}}
+          - {id: no-atoms, class: demo, reason: b, match: {message: {regex: ['^.{3}$']}}}
+    """)
+    index = ruleset.matcher._fields["message"]
+    gapped = {index.regexes[i][0] for i in index.gapped}
+    assert len(gapped) == 5 and not any("quota" in pattern for pattern in gapped)
+    assert r"\bquota[-_ ]?exceeded\b" in [index.regexes[i][0] for i in index.unfiltered]
+    assert verdict(ruleset, message="The MODEL gpt-9\nwas not found").rule.id == "gap"
+    assert verdict(ruleset, message="the model name is long " + "x" * 40 + " not found").rule is None
+    assert verdict(ruleset, message="fatal: push to origin denied").rule.id == "star"
+    assert verdict(ruleset, message="see fatal: push to origin denied").rule is None  # anchored
+    assert verdict(ruleset, message="GET /x?key=abc&secret=1").rule.id == "negated"
+    assert verdict(ruleset, message="to a@b.io bounced").rule.id == "nonspace"
+    assert verdict(ruleset, message="Quota exceeded").rule.id == "tight"
+    assert verdict(ruleset, message="abc").rule.id == "no-atoms"  # a gap regex with no atoms still runs
 
 
 def test_the_scan_memo_is_bounded_and_never_changes_an_answer(tmp_path: Path) -> None:
@@ -228,7 +255,7 @@ def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
     """The ruleset a reload replaces lends its regexes and literal sets; the new one keeps only its own."""
     def table(last: str) -> str:
         lines = ["rules:"] + [f"  - {{id: q{i}, class: demo, reason: a, match: {{message: {{regex: ['qq{i}x? zz']}}}}}}"
-                              for i in range(1200)]  # past PREFILTER_FROM: atoms are parsed too
+                              for i in range(PREFILTER_FROM)]  # at PREFILTER_FROM: atoms are parsed too
         last_rule = f"  - {{id: last, class: demo, reason: b, match: {{message: {{regex: ['{last}']}}}}}}"
         return "\n".join([*lines, last_rule])
 

@@ -2,9 +2,10 @@
 
 Per text field: one literal set (service/rules/literals.py, Hyperscan, over UTF-8) for every
 literal (`contains`), one dict for `equals`, and one RE2 set for the regexes (linear time,
-whatever an operator writes). On a field with thousands of regexes, each regex instead waits
-for its required literals (service/rules/prefilter.py), found by the same literal set; only
-regexes without usable literals stay in the set.
+whatever an operator writes). Regexes that span a gap of any text (`.{0,80}`, `.*`) run apart,
+in RE2's FilteredRE2 (see _SPANS_GAP). On a field with thousands of regexes, each regex instead
+waits for its required literals (service/rules/prefilter.py), found by the same literal set;
+only regexes without usable literals stay in the set.
 A scan yields the satisfied conditions; only the entries one of those triggers are checked,
 in evaluation order. The cost per message grows with what matches, not with the rule count:
 an RE2 set of thousands of regexes rebuilds its DFA on every fresh text (~170 µs a message
@@ -13,6 +14,7 @@ at 3,000 regexes here), the literal set does not.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,9 +31,16 @@ from service.rules.prefilter import atoms
 from service.schema.match import MatchBlock, StatusItem, TextCondition
 
 Fields = dict[str, list[str]]  # normalized text values by field name (original case)
-# From this many regexes on a field, a regex waits for its required literals. Below it one RE2
-# set is cheaper: on real messages common atoms ("error", "limit") make many candidates.
-PREFILTER_FROM = 1000
+# From this many regexes on a field (gap regexes aside), a regex waits for its required literals.
+# Below it one RE2 set is cheaper: on real messages common atoms ("error", "limit") make many
+# candidates (the shipped tables' rate-limit message: 53 at 1,100 regexes, ~200 µs).
+PREFILTER_FROM = 2000
+# A regex that spans a gap of any text (`.{0,80}`, `.*`, `[^,]+`, `\S+`) keeps many positions
+# live at once. In one RE2 set with hundreds of others, the lazy DFA's states multiply with
+# every fresh text until its memory fills and it starts over: on the tuning corpus 718 message
+# regexes cost ~0.5 ms a message (1,100: ~1.5 ms), 8-10 µs without their gap regexes. So these
+# run apart, in RE2's FilteredRE2: a literal set of their atoms, then only the candidates, in C++.
+_SPANS_GAP = re.compile(r"\.[*+{]|\[\^(?:\\.|[^\]\\])*\][*+{]|\\[SWD][*+{]")
 # Short values (types, codes, hosts, sources, short messages) repeat: their scan result is kept,
 # a pure memo of an immutable index. Bounded: cleared when full.
 MEMO_UP_TO = 256
@@ -105,8 +114,10 @@ class _FieldIndex:
     regex_specs: list[tuple[int, ...]] = field(default_factory=list)  # regex index -> the spec ids it satisfies
     also_required: dict[int, list[frozenset[int]]] = field(default_factory=dict)  # regex id -> other atom sets
     compiled: list[Any] = field(default_factory=list)  # regex index -> RE2 object
-    regex_set: Any = None
     unfiltered: list[int] = field(default_factory=list)  # RE2 set index -> regex index
+    regex_set: Any = None
+    gapped: list[int] = field(default_factory=list)  # filter index -> regex index, for regexes that span a gap
+    gap_filter: Any = None  # RE2's FilteredRE2 over them
     captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
     memo: dict[str, frozenset[int]] = field(default_factory=dict)  # short value -> its conditions
 
@@ -126,9 +137,13 @@ class _FieldIndex:
         also holds an atom of each of its other sets (`also_required`, by word index)."""
         words: dict[str, tuple[list[int], list[int]]] = {w: (specs, []) for w, specs in self.literals.items()}
         others: dict[int, tuple[frozenset[str], ...]] = {}
-        prefilter = len(self.regexes) >= PREFILTER_FROM
+        self.gapped = [index for index, (pattern, _) in enumerate(self.regexes) if _SPANS_GAP.search(pattern)]
+        prefilter = len(self.regexes) - len(self.gapped) >= PREFILTER_FROM
+        gapped = set(self.gapped)
         for index, (pattern, _) in enumerate(self.regexes):
             pace()
+            if index in gapped:
+                continue
             required = parts.get(("atoms", pattern), partial(atoms, pattern)) if prefilter else None
             if required is None:
                 self.unfiltered.append(index)
@@ -166,6 +181,12 @@ class _FieldIndex:
             for index in self.unfiltered:
                 self.regex_set.Add(self.regexes[index][0])
             self.regex_set.Compile()
+        if self.gapped:
+            self.gap_filter = re2._re2.Filter()
+            for index in self.gapped:
+                pace()
+                self.gap_filter.Add(self.regexes[index][0].encode(), re2_options())
+            self.gap_filter.Compile()
 
     def scan(self, values: list[str], satisfied: set[int], trace: dict[int, str] | None) -> None:
         for value in values:
@@ -189,13 +210,15 @@ class _FieldIndex:
         found = set(chain.from_iterable(map(self.word_specs.__getitem__, hits)))
         triggered = set(chain.from_iterable(map(self.word_regexes.__getitem__, hits)))
         matched: list[int] = []  # regex indexes
-        if triggered or self.regex_set is not None:
+        if triggered or self.regex_set is not None or self.gap_filter is not None:
             data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
             if triggered:
                 matched = [index for index in self._candidates(triggered, hits)
                            if re2spans.search(self.compiled[index], data) is not None]
             if self.regex_set is not None:
                 matched.extend(map(self.unfiltered.__getitem__, self.regex_set.Match(data) or ()))
+            if self.gap_filter is not None:
+                matched.extend(map(self.gapped.__getitem__, self.gap_filter.Match(data, False)))
             found.update(chain.from_iterable(map(self.regex_specs.__getitem__, matched)))
         exact = self.equals.get(lowered.strip())
         if exact:
