@@ -15,8 +15,10 @@ fallback switched off never pay for it.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy
@@ -29,7 +31,10 @@ if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
 UNKNOWN_CLASS = "unknown"
-TEXT_CAP = 2000  # the head of a message says what failed; a long stack trace only adds noise
+# The head of a message says what failed; a long stack trace only adds noise, and every
+# character costs three n-gram lookups on the unknown path. 500 and 2,000 scored the same in
+# grouped cross-validation on the tuning part (class 92.8%, real errors recovered 122 vs 121 of 292).
+TEXT_CAP = 500
 _STRONGEST = 6
 _NEAREST = 3
 _MIN_EXAMPLES = 20
@@ -264,17 +269,16 @@ class _Block:
 
     def vector(self, text: str, columns: list[int], values: list[float]) -> None:
         """Append this block's tf-idf entries (L2-normalized within the block, as TfidfVectorizer does)."""
-        counts: dict[int, int] = {}
-        for gram in self._analyze(text):
-            column = self._vocabulary.get(gram)
-            if column is not None:
-                counts[column] = counts.get(column, 0) + 1
-        if not counts:
+        counted = Counter(self._analyze(text))  # counted in C
+        found = numpy.array(list(map(self._vocabulary.get, counted, repeat(-1))))  # each distinct n-gram once
+        seen = numpy.fromiter(counted.values(), dtype=numpy.float64, count=len(counted))
+        known = found >= 0
+        if not known.any():
             return
-        weights = [((1.0 + math.log(n)) if self._sublinear else float(n)) * self._idf[c] for c, n in counts.items()]
-        norm = math.sqrt(sum(w * w for w in weights))
-        columns.extend(c + self._offset for c in counts)
-        values.extend(w / norm for w in weights)
+        found, seen = found[known], seen[known]
+        weights = (1.0 + numpy.log(seen) if self._sublinear else seen) * self._idf[found]
+        columns.extend((found + self._offset).tolist())
+        values.extend((weights / math.sqrt(weights @ weights)).tolist())
 
 
 def enough_to_learn(examples: list[Example]) -> bool:
