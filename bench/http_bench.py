@@ -3,10 +3,13 @@
 Starts each server as its own process (one uvicorn worker, the same HTTP protocol and
 loop), then drives them in interleaved rounds with wrk (Debian package `wrk`) on loopback,
 so a noisy machine slows both alike; each line is the median of the rounds. Two bodies: the
-same report every time, and a distinct message per request (a counter in the text), which
-no cache of errtriage's can answer; each is compared with the bare endpoint fed the same way.
+same report every time, a distinct message per request (a counter in the text), which no
+cache of errtriage's can answer, and the labelled corpus's real reports in turn (`corpus`:
+thousands of shapes, as a service sees them; the first two reuse the regex engines' cached
+states). Each is compared with the bare endpoint fed the same way.
 
     python bench/http_bench.py [--seconds 5] [--rounds 5] [--connections 32,128] [--workers 1]
+                               [--kinds same,distinct,corpus]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 
 import httpx
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,6 +58,27 @@ request = function()
   return wrk.format(nil, nil, nil, (wrk.body:gsub("org%-x", "org-" .. counter)))
 end
 """
+CORPUS = """bodies = {{{bodies}}}
+i = 0
+request = function()
+  i = i % #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[i])
+end
+"""
+KINDS = ("same", "distinct", "corpus")
+
+
+def corpus_bodies() -> list[str]:
+    """Every labelled report of the corpus (both parts) as a JSON body, in file order."""
+    folders = ((ROOT / "rules" / "examples", "examples"), (ROOT / "tests" / "corpus", "cases"))
+    return [json.dumps(case["report"]) for folder, section in folders for path in sorted(folder.glob("*.yaml"))
+            for case in yaml.safe_load(path.read_text())[section]]
+
+
+def lua_long_string(text: str) -> str:
+    """`text` as a Lua long-bracket string, which takes every byte as it is (no escapes)."""
+    level = next(n for n in range(100) if f"]{'=' * n}]" not in text)
+    return f"[{'=' * level}[{text}]{'=' * level}]"
 
 
 def start(name: str, port: int, workers: int, prefix: list[str]) -> subprocess.Popen[bytes]:
@@ -103,6 +128,7 @@ def main() -> None:
     parser.add_argument("--connections", default="32,128")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--paths", default="/v1/classify,/v1/errors")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="bodies: same, distinct, corpus")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk")
@@ -110,13 +136,15 @@ def main() -> None:
     body = json.dumps(json.dumps(BODY))
     for kind, template in (("same", SAME), ("distinct", DISTINCT)):
         (scripts / f"{kind}.lua").write_text(template.format(body=body))
+    lua_strings = ", ".join(map(lua_long_string, corpus_bodies()))
+    (scripts / "corpus.lua").write_text(SAME.format(body='""') + CORPUS.format(bodies=lua_strings))
     # Servers and wrk on cores of their own when every worker can have one, so they do not trade
     # places run to run (on two cores, unpinned, the bare endpoint's rate swung 2,600-4,300).
     pin = bool(shutil.which("taskset")) and opts.workers < CPUS
     server_prefix, wrk_prefix = (["taskset", "-c", SERVER_CPUS], ["taskset", "-c", WRK_CPUS]) if pin else ([], [])
     ports = {name: free_port() for name in SERVERS}
     procs = [start(name, port, opts.workers, server_prefix) for name, port in ports.items()]
-    runs = [(name, path, kind) for kind in ("same", "distinct")
+    runs = [(name, path, kind) for kind in opts.kinds.split(",")
             for name, path in [(RAW, "/v1/classify"), (BARE, "/v1/classify"),
                                *(("errtriage", path) for path in opts.paths.split(","))]]
     results: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
