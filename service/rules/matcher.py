@@ -108,6 +108,7 @@ class _FieldIndex:
     literals: dict[str, list[int]] = field(default_factory=dict)
     equals: dict[str, list[int]] = field(default_factory=dict)
     regexes: list[tuple[str, list[int]]] = field(default_factory=list)
+    regex_at: dict[str, int] = field(default_factory=dict)  # pattern -> its place in `regexes`
     literal_set: LiteralSet | None = None
     word_specs: list[tuple[int, ...]] = field(default_factory=list)  # literal-set word -> the spec ids it satisfies
     word_regexes: list[tuple[int, ...]] = field(default_factory=list)  # literal-set word -> the regexes it triggers
@@ -126,8 +127,11 @@ class _FieldIndex:
             self.literals.setdefault(literal.lower(), []).append(spec)
         for value in condition.equals:
             self.equals.setdefault(value.lower(), []).append(spec)
-        for pattern in condition.regex:
-            self.regexes.append((pattern, [spec]))
+        for pattern in condition.regex:  # a pattern several rules share is one regex with their specs
+            at = self.regex_at.setdefault(pattern, len(self.regexes))
+            if at == len(self.regexes):
+                self.regexes.append((pattern, []))
+            self.regexes[at][1].append(spec)
 
     def index_words(self, parts: Parts) -> list[str]:
         """Index every literal and regex atom (`word_specs`, `word_regexes`, `also_required`, `unfiltered`) and return
