@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 import httpx
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.accuracy import HELD_OUT, TUNE, load_cases  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
 BODY = {"message": "Error code: 429 - {'error': {'message': 'Rate limit reached for gpt-4o in organization org-x on "
@@ -70,9 +70,8 @@ KINDS = ("same", "distinct", "corpus")
 
 def corpus_bodies() -> list[str]:
     """Every labelled report of the corpus (both parts) as a JSON body, in file order."""
-    folders = ((ROOT / "rules" / "examples", "examples"), (ROOT / "tests" / "corpus", "cases"))
-    return [json.dumps(case["report"]) for folder, section in folders for path in sorted(folder.glob("*.yaml"))
-            for case in yaml.safe_load(path.read_text())[section]]
+    parts = ((TUNE, "examples"), (HELD_OUT, "cases"))
+    return [json.dumps(case.report) for folder, section in parts for case in load_cases(folder, section)]
 
 
 def lua_long_string(text: str) -> str:
