@@ -6,7 +6,11 @@ import gc
 import threading
 import time
 import weakref
+from collections import Counter
 
+import pytest
+
+from service import pacing
 from service.pacing import pace, paced, release
 
 
@@ -28,6 +32,23 @@ def test_release_frees_every_object_and_empties_the_holder() -> None:
     finally:
         if was:
             gc.enable()
+
+
+def test_release_frees_a_slice_at_a_time_never_in_one_cascade(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects die between pace() calls, a slice at a time; none waits for the root to go at the
+    end (a leftover reference to the root would free the whole graph in one cascade)."""
+    paces = [0]
+    deaths: list[int] = []
+
+    class Counted:
+        def __del__(self) -> None:
+            deaths.append(paces[0])
+
+    monkeypatch.setattr(pacing, "pace", lambda: paces.__setitem__(0, paces[0] + 1))
+    holder: list[object] = [{"rules": [[Counted()] for _ in range(10_000)]}]
+    release(holder)
+    assert len(deaths) == 10_000
+    assert max(Counter(deaths).values()) <= pacing._RELEASE_SLICE
 
 
 def test_release_leaves_alone_what_someone_else_still_holds() -> None:

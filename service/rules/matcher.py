@@ -1,9 +1,10 @@
 """A whole table of match conditions compiled into set matchers, so a message is scanned once.
 
 Per text field: one literal set (service/rules/literals.py, Hyperscan, over UTF-8) for every
-literal (`contains`), one dict for `equals`, and one RE2 set for the regexes (linear time,
-whatever an operator writes). Regexes that span a gap of any text (`.{0,80}`, `.*`) run apart,
-in RE2's FilteredRE2 (see _SPANS_GAP). On a field with thousands of regexes, each regex instead
+literal (`contains`), one dict for `equals`, and RE2 sets for the regexes (linear time,
+whatever an operator writes; a few sets, so that no one compile stalls a reload: SET_GROUP).
+Regexes that span a gap of any text (`.{0,80}`, `.*`) run apart, in RE2's FilteredRE2
+(see _SPANS_GAP). On a field with thousands of regexes, each regex instead
 waits for its required literals (service/rules/prefilter.py), found by the same literal set;
 only regexes without usable literals stay in the set.
 A scan yields the satisfied conditions; only the entries one of those triggers are checked,
@@ -15,6 +16,7 @@ at 3,000 regexes here), the literal set does not.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,6 +43,12 @@ PREFILTER_FROM = 2000
 # regexes cost ~0.5 ms a message (1,100: ~1.5 ms), 8-10 µs without their gap regexes. So these
 # run apart, in RE2's FilteredRE2: a literal set of their atoms, then only the candidates, in C++.
 _SPANS_GAP = re.compile(r"\.[*+{]|\[\^(?:\\.|[^\]\\])*\][*+{]|\\[SWD][*+{]")
+# RE2 compiles a set or a FilteredRE2 in one call that holds the GIL (~0.02 ms a set regex,
+# ~0.07 ms a gap regex here), so a reload building beside the event loop would stall it: 26 ms for
+# the shipped tables' 1,186 set regexes. They compile in groups of about this many, pace() between
+# (worst 9 ms and 8 ms); a message then runs every group (+2-3 µs with three sets instead of one).
+SET_GROUP = 512
+FILTER_GROUP = 128
 # Short values (types, codes, hosts, sources, short messages) repeat: their scan result is kept,
 # a pure memo of an immutable index. Bounded: cleared when full.
 MEMO_UP_TO = 256
@@ -115,10 +123,10 @@ class _FieldIndex:
     regex_specs: list[tuple[int, ...]] = field(default_factory=list)  # regex index -> the spec ids it satisfies
     also_required: dict[int, list[frozenset[int]]] = field(default_factory=dict)  # regex id -> other atom sets
     compiled: list[Any] = field(default_factory=list)  # regex index -> RE2 object
-    unfiltered: list[int] = field(default_factory=list)  # RE2 set index -> regex index
-    regex_set: Any = None
-    gapped: list[int] = field(default_factory=list)  # filter index -> regex index, for regexes that span a gap
-    gap_filter: Any = None  # RE2's FilteredRE2 over them
+    unfiltered: list[int] = field(default_factory=list)  # regexes that run in RE2 sets
+    regex_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a set, its regex indexes
+    gapped: list[int] = field(default_factory=list)  # regexes that span a gap
+    gap_filters: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a FilteredRE2, its regex indexes
     captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
     memo: dict[str, frozenset[int]] = field(default_factory=dict)  # short value -> its conditions
 
@@ -180,17 +188,24 @@ class _FieldIndex:
             if compiled.groupindex:
                 for spec in specs:
                     self.captures.setdefault(spec, []).append(compiled)
-        if self.unfiltered:
-            self.regex_set = re2.Set.SearchSet(re2_options(max(8 << 20, len(self.unfiltered) * (64 << 10))))
-            for index in self.unfiltered:
-                self.regex_set.Add(self.regexes[index][0])
-            self.regex_set.Compile()
-        if self.gapped:
-            self.gap_filter = re2._re2.Filter()
-            for index in self.gapped:
-                pace()
-                self.gap_filter.Add(self.regexes[index][0].encode(), re2_options())
-            self.gap_filter.Compile()
+        self.regex_sets = self._grouped(self.unfiltered, SET_GROUP, "set", _compile_set, parts)
+        self.gap_filters = self._grouped(self.gapped, FILTER_GROUP, "filter", _compile_filter, parts)
+
+    def _grouped(self, indexes: list[int], size: int, kind: str, build: Callable[[tuple[str, ...]], Any],
+                 parts: Parts) -> list[tuple[Any, tuple[int, ...]]]:
+        """Compile `indexes` in groups of about `size`, by a hash of each pattern and sorted: an edit
+        changes only its own group, so a reload reuses the others' compiled objects."""
+        count = -(-len(indexes) // size)
+        groups: list[list[int]] = [[] for _ in range(count)]
+        for index in indexes:
+            groups[zlib.crc32(self.regexes[index][0].encode()) % count].append(index)
+        compiled = []
+        for group in filter(None, groups):
+            group.sort(key=lambda index: self.regexes[index][0])
+            patterns = tuple(self.regexes[index][0] for index in group)
+            pace()
+            compiled.append((parts.get((kind, patterns), partial(build, patterns)), tuple(group)))
+        return compiled
 
     def scan(self, values: list[str], satisfied: set[int], trace: dict[int, str] | None) -> None:
         for value in values:
@@ -214,15 +229,15 @@ class _FieldIndex:
         found = set(chain.from_iterable(map(self.word_specs.__getitem__, hits)))
         triggered = set(chain.from_iterable(map(self.word_regexes.__getitem__, hits)))
         matched: list[int] = []  # regex indexes
-        if triggered or self.regex_set is not None or self.gap_filter is not None:
+        if triggered or self.regex_sets or self.gap_filters:
             data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
             if triggered:
                 matched = [index for index in self._candidates(triggered, hits)
                            if re2spans.search(self.compiled[index], data) is not None]
-            if self.regex_set is not None:
-                matched.extend(map(self.unfiltered.__getitem__, self.regex_set.Match(data) or ()))
-            if self.gap_filter is not None:
-                matched.extend(map(self.gapped.__getitem__, self.gap_filter.Match(data, False)))
+            for regex_set, members in self.regex_sets:
+                matched.extend(map(members.__getitem__, regex_set.Match(data) or ()))
+            for gap_filter, members in self.gap_filters:
+                matched.extend(map(members.__getitem__, gap_filter.Match(data, False)))
             found.update(chain.from_iterable(map(self.regex_specs.__getitem__, matched)))
         exact = self.equals.get(lowered.strip())
         if exact:
@@ -259,6 +274,22 @@ class _FieldIndex:
                 if match:
                     found.update({k: v for k, v in match.groupdict().items() if v is not None and k not in found})
         return found
+
+
+def _compile_set(patterns: tuple[str, ...]) -> Any:
+    regex_set = re2.Set.SearchSet(re2_options(max(8 << 20, len(patterns) * (64 << 10))))
+    for pattern in patterns:
+        regex_set.Add(pattern)
+    regex_set.Compile()
+    return regex_set
+
+
+def _compile_filter(patterns: tuple[str, ...]) -> Any:
+    gap_filter = re2._re2.Filter()
+    for pattern in patterns:
+        gap_filter.Add(pattern.encode(), re2_options())
+    gap_filter.Compile()
+    return gap_filter
 
 
 def _status_codes(item: StatusItem) -> range:
