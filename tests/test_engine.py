@@ -291,7 +291,8 @@ def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
         lines = ["rules:"] + [f"  - {{id: q{i}, class: demo, reason: a, match: {{message: {{regex: ['qq{i}x? zz']}}}}}}"
                               for i in range(PREFILTER_FROM)]  # at PREFILTER_FROM: atoms are parsed too
         last_rule = f"  - {{id: last, class: demo, reason: b, match: {{message: {{regex: ['{last}']}}}}}}"
-        return "\n".join([*lines, last_rule])
+        named = "  - {id: named, class: demo, reason: b, match: {message: {regex: ['(?P<n>nn\\d+) named']}}}"
+        return "\n".join([*lines, last_rule, named])
 
     def parts(ruleset: Ruleset) -> dict[object, object]:
         return ruleset.matcher.parts
@@ -299,12 +300,16 @@ def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:
     first = build(tmp_path, big=table("first\\d+ edit"))
     (tmp_path / "classes" / "big.yaml").write_text(table("second\\d+ edit"))
     edited = load_ruleset(tmp_path, previous=first)
-    assert parts(edited)[("regex", "qq7x? zz")] is parts(first)[("regex", "qq7x? zz")]
+    assert parts(edited)[("regex", "(?P<n>nn\\d+) named")] is parts(first)[("regex", "(?P<n>nn\\d+) named")]
     assert parts(edited)[("atoms", "qq7x? zz")] is parts(first)[("atoms", "qq7x? zz")]
-    assert ("regex", "second\\d+ edit") not in parts(first) and ("regex", "first\\d+ edit") not in parts(edited)
+    assert ("atoms", "second\\d+ edit") not in parts(first) and ("atoms", "first\\d+ edit") not in parts(edited)
     assert edited.matcher._fields["message"].literal_set is not first.matcher._fields["message"].literal_set
     assert verdict(edited, message="second42 edit").rule.id == "last"
-    assert verdict(edited, message="QQ7x zz").rule.id == "q7"
+    index = edited.matcher._fields["message"]
+    q7 = index.regex_at["qq7x? zz"]
+    assert index.compiled[q7] is None  # a triggered regex compiles on its own only when first triggered
+    assert verdict(edited, message="QQ7x zz").rule.id == "q7" and index.compiled[q7] is not None
+    assert verdict(edited, message="got nn42 named").captures == {"n": "nn42"}
     assert verdict(edited, message="first42 edit").rule is None and verdict(first, message="first42 edit").rule
 
     (tmp_path / "classes" / "more.yaml").write_text("classes:\n  - {id: extra, reasons: {x: {}}}\n")
