@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from service.api.middleware import new_id
 
 QUOTA = {"message": "Error code: 429 - {'error': {'message': 'You exceeded your current quota, please check your "
                     "plan and billing details.', 'type': 'insufficient_quota', 'param': None, "
@@ -101,6 +104,21 @@ def test_health_ready_and_request_ids(api: httpx.Client) -> None:
     assert api.get("/healthz", headers={"X-Request-ID": "abc-123"}).headers["x-request-id"] == "abc-123"
     generated = api.get("/healthz").headers["x-request-id"]
     assert len(generated) == 32 and generated != api.get("/healthz").headers["x-request-id"]
+
+
+def test_made_request_ids_are_unique_hex_and_differ_in_a_forked_child() -> None:
+    ids = [new_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child writes its first id and leaves at once
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    in_child = os.read(read, 64).decode()
+    os.close(read)
+    assert len(in_child) == 32 and in_child[:16] != new_id()[:16]
 
 
 def test_metrics_exposes_contract_names_with_precreated_labels(api: httpx.Client) -> None:

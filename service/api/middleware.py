@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -15,9 +16,24 @@ from service.metrics import Children
 _VALID_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def new_id() -> str:
-    """128 random bits as 32 hex digits, like uuid4().hex at a fifth of its cost."""
-    return os.urandom(16).hex()
+class _Ids:
+    """32 hex digits: 64 random bits drawn once per process (and again in a forked child), then a
+    counter. Unique across replicas and restarts without a getrandom syscall per request
+    (os.urandom was ~4% of a request's samples under load); a request id need not be secret."""
+
+    def __init__(self) -> None:
+        self.reset()
+        os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter):016x}"
+
+
+new_id = _Ids().next
 
 
 class RequestMiddleware:
