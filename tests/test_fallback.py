@@ -50,15 +50,18 @@ def test_the_fallback_decides_what_no_rule_matches(trained: Ruleset) -> None:
 
 
 @pytest.mark.parametrize("report", [SEATS, {"message": "KeyError: 'x'", "status": 500, "tool": "t"},
-                                    {"message": "", "type": "ZorblError"}, {"message": "the user pressed stop"}])
+                                    {"message": "", "type": "ZorblError"}, {"message": "the user pressed stop"},
+                                    {"message": "Rate  limit\trate LIMIT reached\n for org-1 org-1 (İstanbul)"}])
 def test_predict_reads_the_fitted_model_exactly_as_sklearn_does(report: dict[str, object]) -> None:
+    """Also the second time, when each word's n-gram columns come from the memo."""
     examples = training_set(load_ruleset(DATA))
     fitted = fit_sklearn(examples)
     fallback = Fallback(fitted_from(fitted, examples), 0.5)
     error = normalize(ErrorReport.model_validate(report))
-    fast = fallback.probabilities(error, None)
+    fast, again = fallback.probabilities(error, None), fallback.probabilities(error, None)
     reference = fitted.model.predict_proba(fitted.rows([text_of(error)], [tokens_of(error, None)]))[0]
     assert abs(fast - reference).max() < 1e-5 and abs(fast.sum() - 1) < 1e-6
+    assert (again == fast).all()
 
 
 def test_ordinary_errors_stay_unknown(trained: Ruleset) -> None:
