@@ -293,7 +293,7 @@ class _Block:
         return Counter(column for column in map(self._vocabulary.get, self._analyze(text)) if column is not None)
 
     def _counted_words(self, text: str) -> Counter[int]:
-        counted: Counter[int] = Counter()
+        found: list[int] = []
         memo = self._word_columns
         for word in text.split():
             known = memo.get(word)
@@ -302,8 +302,8 @@ class _Block:
                     memo.clear()
                 known = memo[word] = tuple(column for column in map(self._vocabulary.get, self._analyze(word))
                                            if column is not None)
-            counted.update(known)
-        return counted
+            found += known
+        return Counter(found)
 
 
 def enough_to_learn(examples: list[Example]) -> bool:
