@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.rules.prefilter import atoms
+from service.rules.prefilter import _plain, atoms
 
 
 @pytest.mark.parametrize(("pattern", "expected"), [
@@ -24,9 +24,18 @@ from service.rules.prefilter import atoms
     (r".*", None),
     (r"[[:alpha:]]+ xyz", None),  # RE2 syntax Python reads differently: never guess
     (r"\p{Greek}+ alpha", None),
+    (r"colou?r abc{2,3}", [{"colo"}, {"r ab"}]),  # a quantifier takes the character before it alone
+    (r"a\.b\(cd(?P<n>\w+)", [{"a.b(cd"}]),
+    (r"(?i)quota exceeded", [{"quota exceeded"}]),  # read by Python's parser: flags
 ])
 def test_atoms(pattern: str, expected: list[set[str]] | None) -> None:
     assert atoms(pattern) == (tuple(frozenset(found) for found in expected) if expected is not None else None)
+
+
+def test_the_plain_reader_leaves_other_syntax_to_pythons_parser() -> None:
+    assert _plain(r"\bquota[-_ ]?(?:error|fail\w*)\s+\d{3}") is not None
+    for pattern in (r"(?i)abc", r"a*?bcd", r"(?=x)abc", r"\x41bcd", r"abc{,3}", r"(abc", r"a[[:alpha:]]"):
+        assert _plain(pattern) is None, pattern
 
 
 @settings(max_examples=300, deadline=None)
