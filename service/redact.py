@@ -15,6 +15,8 @@ import re2
 
 REDACTED = "[REDACTED]"
 
+# Words that follow the scheme name in prose ("Basic authentication is deprecated"), not credentials.
+_SCHEME_WORDS = r"(?:authentication|authorization|credentials?|tokens?|required|scheme|header|access)\b"
 # (name, pattern); a group named k<N> is a harmless prefix kept verbatim before the mask.
 _SHAPES: tuple[tuple[str, str], ...] = (
     ("private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{0,8192}?-----END [A-Z ]*PRIVATE KEY-----"),
@@ -28,8 +30,8 @@ _SHAPES: tuple[tuple[str, str], ...] = (
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+"),
     ("aws_access_key", r"(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
     ("aws_secret", r"((?P<k1>aws_secret_access_key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{30,})"),
-    ("bearer", r"(?P<k2>\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    ("basic_auth", r"(?P<k3>\bbasic\s+)[A-Za-z0-9+/]{8,}={0,2}"),
+    ("bearer", r"(?P<k2>\bbearer\s+)(?!" + _SCHEME_WORDS + r")[A-Za-z0-9._~+/=-]{8,}"),
+    ("basic_auth", r"(?P<k3>\bbasic\s+)(?!" + _SCHEME_WORDS + r")[A-Za-z0-9+/]{8,}={0,2}"),
     ("url_password", r"(?P<k4>\b[a-z][a-z0-9+.-]*://[^/\s:@]{1,256}:)[^@\s/]{1,256}(?=@)"),
     (
         "key_value",
@@ -43,13 +45,13 @@ _PATTERN = re.compile("|".join(f"(?P<{name}>{body})" for name, body in _SHAPES),
 
 
 def _detector() -> re2.Set:
-    """Every shape in one RE2 set (lookaheads and long bounded repeats, which RE2 lacks, loosened: a superset)."""
+    """Every shape in one RE2 set (lookarounds and long bounded repeats, which RE2 lacks, loosened: a superset)."""
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False
     detector = re2.Set.SearchSet(options)
     for _, body in _SHAPES:
-        detector.Add(body.replace("(?=@)", "@").replace("{0,8192}?", "*?"))
+        detector.Add(body.replace("(?=@)", "@").replace("{0,8192}?", "*?").replace(f"(?!{_SCHEME_WORDS})", ""))
     detector.Compile()
     return detector
 

@@ -14,6 +14,7 @@ from service.normalize import (
     NormalizedError,
     normalize,
 )
+from service.redact import redact
 
 
 def norm(**fields: object) -> NormalizedError:
@@ -180,6 +181,15 @@ def test_long_message_keeps_head_and_tail() -> None:
 def test_secrets_are_redacted_before_matching() -> None:
     n = norm(message="Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789.")
     assert "sk-proj" not in n.message and "[REDACTED]" in n.message
+
+
+def test_scheme_names_in_prose_are_not_credentials() -> None:
+    assert redact("Basic authentication with passwords is deprecated") == (
+        "Basic authentication with passwords is deprecated")
+    assert redact("Bearer token required for this endpoint") == "Bearer token required for this endpoint"
+    assert redact("Authorization: Basic dXNlcjpwYXNzd29yZA==") == "Authorization: Basic [REDACTED]"
+    assert redact("Authorization: Bearer abcdefghijklmnop") == "Authorization: Bearer [REDACTED]"
+    assert redact("Bearer tokenized-abc123") == "Bearer [REDACTED]"  # a word only as a whole
 
 
 def test_hostile_shapes_never_raise() -> None:
