@@ -12,7 +12,7 @@ from service.models import ErrorReport
 from service.normalize import normalize
 from service.rules.engine import DECIDED_SIZE, Ruleset, Verdict, classify
 from service.rules.loader import load_ruleset
-from service.rules.matcher import FILTER_GROUP, MEMO_SIZE, PREFILTER_FROM, SET_GROUP
+from service.rules.matcher import FILTER_GROUP, MEMO_SIZE, PREFILTER_FROM
 
 TAXONOMY = """
 classes:
@@ -251,38 +251,41 @@ def test_the_decision_memo_keeps_hints_and_captures_apart_and_is_bounded(tmp_pat
     assert verdict(ruleset, message="quota", provider="AcmeAI").rule.id == "acme-quota"
 
 
-def test_many_set_regexes_compile_in_groups_and_an_edit_recompiles_only_its_own(tmp_path: Path) -> None:
-    """No one RE2 compile (it holds the GIL) covers a whole large table: set regexes go in groups
-    of about SET_GROUP, gap regexes of FILTER_GROUP, split by a hash of the pattern, so a reload
-    recompiles only the groups whose patterns changed."""
-    count = 3 * SET_GROUP
-
+def test_gap_regexes_compile_in_groups_and_an_edit_recompiles_only_its_own(tmp_path: Path) -> None:
+    """No one RE2 compile (it holds the GIL) covers all of a large table's gap regexes: they go in
+    groups of about FILTER_GROUP, split by a hash of the pattern, so a reload recompiles only the
+    groups whose patterns changed; the set is reused when none of its regexes changed."""
     def rule(rule_id: str, reason: str, pattern: str) -> str:
         return f"  - {{id: {rule_id}, class: demo, reason: {reason}, match: {{message: {{regex: ['{pattern}']}}}}}}"
 
-    def table(edited: str) -> str:
-        lines = [rule(f"s{i}", "a", f"^s{i}x? done$") for i in range(count)]
-        lines += [rule(f"g{i}", "b", f"\\bg{i}\\b.{{0,20}}end") for i in range(3 * FILTER_GROUP)]
-        return "\n".join(["rules:", *lines, rule("edited", "a", f"^{edited}$")])
+    def table(edited: str, set_regex: str = "^plain set regex$") -> str:
+        lines = [rule(f"g{i}", "b", f"\\bg{i}\\b.{{0,20}}end") for i in range(3 * FILTER_GROUP)]
+        lines += [rule("edited", "a", f"\\b{edited}\\b.*done"), rule("in-set", "a", set_regex)]
+        return "\n".join(["rules:", *lines])
 
     first = build(tmp_path, big=table("one"))
     index = first.matcher._fields["message"]
-    assert len(index.regex_sets) >= 3 and all(len(members) < 2 * SET_GROUP for _, members in index.regex_sets)
     assert len(index.gap_filters) >= 3 and all(len(members) < 2 * FILTER_GROUP for _, members in index.gap_filters)
-    assert sorted(i for _, members in index.regex_sets for i in members) == sorted(index.unfiltered)
-    assert verdict(first, message="s0 done").rule.id == "s0"
-    assert verdict(first, message="S1234x done").rule.id == "s1234"
+    assert sorted(i for _, members in index.gap_filters for i in members) == sorted(index.gapped)
+    assert len(index.regex_sets) == 1  # below PREFILTER_FROM the set stays whole
     assert verdict(first, message="then g300 at the end").rule.id == "g300"
-    assert verdict(first, message="s0 done now").rule is None and verdict(first, message="one").rule.id == "edited"
+    assert verdict(first, message="then g300 and more than twenty characters before the end").rule is None
+    assert verdict(first, message="one, then done").rule.id == "edited"
 
     (tmp_path / "classes" / "big.yaml").write_text(table("two"))
     edited = load_ruleset(tmp_path, previous=first)
-    before = {regex_set for regex_set, _ in index.regex_sets}
-    after = {regex_set for regex_set, _ in edited.matcher._fields["message"].regex_sets}
-    assert len(after & before) >= len(after) - 2 >= 2  # new: only the groups '^one$' left and '^two$' joined
-    assert {f for f, _ in index.gap_filters} == {f for f, _ in edited.matcher._fields["message"].gap_filters}
-    assert verdict(edited, message="two").rule.id == "edited" and verdict(edited, message="one").rule is None
-    assert verdict(edited, message="s7 done").rule.id == "s7"
+    before = {gap_filter for gap_filter, _ in index.gap_filters}
+    after = {gap_filter for gap_filter, _ in edited.matcher._fields["message"].gap_filters}
+    assert len(after & before) >= len(after) - 2 >= 1  # new: only the groups 'one' left and 'two' joined
+    assert edited.matcher._fields["message"].regex_sets[0][0] is index.regex_sets[0][0]  # no set regex changed
+    assert verdict(edited, message="two, then done").rule.id == "edited"
+    assert verdict(edited, message="one, then done").rule is None
+    assert verdict(edited, message="see g7 at the end").rule.id == "g7"
+
+    (tmp_path / "classes" / "big.yaml").write_text(table("two", "^other set regex$"))
+    recompiled = load_ruleset(tmp_path, previous=edited)
+    assert recompiled.matcher._fields["message"].regex_sets[0][0] is not index.regex_sets[0][0]
+    assert verdict(recompiled, message="other set regex").rule.id == "in-set"
 
 
 def test_a_reload_compiles_only_what_it_changed(tmp_path: Path) -> None:

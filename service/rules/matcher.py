@@ -1,8 +1,8 @@
 """A whole table of match conditions compiled into set matchers, so a message is scanned once.
 
 Per text field: one literal set (service/rules/literals.py, Hyperscan, over UTF-8) for every
-literal (`contains`), one dict for `equals`, and RE2 sets for the regexes (linear time,
-whatever an operator writes; a few sets, so that no one compile stalls a reload: SET_GROUP).
+literal (`contains`), one dict for `equals`, and an RE2 set for the regexes (linear time,
+whatever an operator writes).
 Regexes that span a gap of any text (`.{0,80}`, `.*`) run apart, in RE2's FilteredRE2
 (see _SPANS_GAP). On a field with thousands of regexes, each regex instead
 waits for its required literals (service/rules/prefilter.py), found by the same literal set;
@@ -44,10 +44,13 @@ PREFILTER_FROM = 2000
 # run apart, in RE2's FilteredRE2: a literal set of their atoms, then only the candidates, in C++.
 _SPANS_GAP = re.compile(r"\.[*+{]|\[\^(?:\\.|[^\]\\])*\][*+{]|\\[SWD][*+{]")
 # RE2 compiles a set or a FilteredRE2 in one call that holds the GIL (~0.02 ms a set regex,
-# ~0.07 ms a gap regex here), so a reload building beside the event loop would stall it: 26 ms for
-# the shipped tables' 1,186 set regexes. They compile in groups of about this many, pace() between
-# (worst 9 ms and 8 ms); a message then runs every group (+2-3 µs with three sets instead of one).
-SET_GROUP = 512
+# ~0.07 ms a gap regex here), so a reload building beside the event loop stalls it that long.
+# Gap regexes compile in groups of about FILTER_GROUP (18-27 ms for 282 in one call, now at most
+# ~8 ms; a message runs each group's atom scan, no slower on the tuning corpus). The set stays
+# whole below PREFILTER_FROM: in groups of 512 it cost real messages 25-60 µs more (a DFA pass
+# per group), so a reload that changes one of the shipped tables' set regexes holds the GIL
+# ~25 ms once; a reload that changes none reuses the set (Parts).
+SET_GROUP = PREFILTER_FROM
 FILTER_GROUP = 128
 # Short values (types, codes, hosts, sources, short messages) repeat: their scan result is kept,
 # a pure memo of an immutable index. Bounded: cleared when full.
@@ -193,7 +196,8 @@ class _FieldIndex:
             if compiled is not None and compiled.groupindex:
                 for spec in specs:
                     self.captures.setdefault(spec, []).append(compiled)
-        self.regex_sets = self._grouped(self.unfiltered, SET_GROUP, "set", _compile_set, parts)
+        memory = max(8 << 20, len(self.unfiltered) * (64 << 10))  # each group's DFA gets the whole field's budget
+        self.regex_sets = self._grouped(self.unfiltered, SET_GROUP, "set", partial(_compile_set, memory=memory), parts)
         self.gap_filters = self._grouped(self.gapped, FILTER_GROUP, "filter", _compile_filter, parts)
 
     def _grouped(self, indexes: list[int], size: int, kind: str, build: Callable[[tuple[str, ...]], Any],
@@ -297,8 +301,10 @@ def _refusal(where: tuple[int, int], field_name: str, pattern: str) -> PatternEr
     return PatternError(where, field_name, pattern, reason)
 
 
-def _compile_set(patterns: tuple[str, ...]) -> Any:
-    regex_set = re2.Set.SearchSet(re2_options(max(8 << 20, len(patterns) * (64 << 10))))
+def _compile_set(patterns: tuple[str, ...], memory: int) -> Any:
+    """`memory` caps the lazy DFA's states: a group given only its own share ran out on real
+    messages and rebuilt its states every time (the tuning corpus, second pass: 190 -> 310-450 µs)."""
+    regex_set = re2.Set.SearchSet(re2_options(memory))
     for pattern in patterns:
         regex_set.Add(pattern)
     regex_set.Compile()
