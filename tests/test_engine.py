@@ -192,7 +192,7 @@ def test_regexes_run_only_when_their_required_literals_are_present(tmp_path: Pat
 
 
 def test_regexes_that_span_a_gap_run_apart_from_the_set_with_the_same_answers(tmp_path: Path) -> None:
-    """`.{0,N}`, `.*`, `[^x]+` and `\\S+` regexes go to RE2's FilteredRE2 (their atoms, then only the
+    """`.{0,N}`, `.*`, `[^x]+`, `\\S+` and `[\\w ]{1,40}` regexes go to RE2's FilteredRE2 (their atoms, then only the
     candidates); in the one RE2 set their DFA states multiplied with every fresh message."""
     ruleset = build(tmp_path, r1=r"""
         rules:
@@ -200,12 +200,13 @@ def test_regexes_that_span_a_gap_run_apart_from_the_set_with_the_same_answers(tm
           - {id: star, class: demo, reason: a, match: {message: {regex: ['^fatal: .*denied']}}}
           - {id: negated, class: demo, reason: a, match: {message: {regex: ['key=[^&]+&secret']}}}
           - {id: nonspace, class: demo, reason: a, match: {message: {regex: ['\S+@\S+ bounced']}}}
+          - {id: counted, class: demo, reason: a, match: {message: {regex: ['\b[\w ]{1,40} not enabled for models/']}}}
           - {id: tight, class: demo, reason: b, match: {message: {regex: ['\bquota[-_ ]?exceeded\b']}}}
           - {id: no-atoms, class: demo, reason: b, match: {message: {regex: ['^.{3}$']}}}
     """)
     index = ruleset.matcher._fields["message"]
     gapped = {index.regexes[i][0] for i in index.gapped}
-    assert len(gapped) == 5 and not any("quota" in pattern for pattern in gapped)
+    assert len(gapped) == 6 and not any("quota" in pattern for pattern in gapped)
     assert r"\bquota[-_ ]?exceeded\b" in [index.regexes[i][0] for i in index.unfiltered]
     assert verdict(ruleset, message="The MODEL gpt-9\nwas not found").rule.id == "gap"
     assert verdict(ruleset, message="the model name is long " + "x" * 40 + " not found").rule is None
@@ -213,6 +214,7 @@ def test_regexes_that_span_a_gap_run_apart_from_the_set_with_the_same_answers(tm
     assert verdict(ruleset, message="see fatal: push to origin denied").rule is None  # anchored
     assert verdict(ruleset, message="GET /x?key=abc&secret=1").rule.id == "negated"
     assert verdict(ruleset, message="to a@b.io bounced").rule.id == "nonspace"
+    assert verdict(ruleset, message="Code execution not enabled for models/gemini-x").rule.id == "counted"
     assert verdict(ruleset, message="Quota exceeded").rule.id == "tight"
     assert verdict(ruleset, message="abc").rule.id == "no-atoms"  # a gap regex with no atoms still runs
 
