@@ -47,8 +47,8 @@ PREFILTER_FROM = 2000
 _SPANS_GAP = re.compile(r"\.[*+{]|\[\^(?:\\.|[^\]\\])*\][*+{]|\\[SWD][*+{]|(?:\]|\\[swd])\{\d*,?\d{2,}\}")
 # RE2 compiles a set or a FilteredRE2 in one call that holds the GIL (~0.02 ms a set regex,
 # ~0.07 ms a gap regex here), so a reload building beside the event loop stalls it that long.
-# Gap regexes compile in groups of about FILTER_GROUP (18-27 ms for 282 in one call, now at most
-# ~8 ms; a message runs each group's atom scan, no slower on the tuning corpus). The set stays
+# Gap regexes compile in groups of about FILTER_GROUP (400 in one call: 33 ms; in groups: at most
+# 12 ms; a message runs each group's atom scan, ~6 µs more on the bench's message). The set stays
 # whole below PREFILTER_FROM: in groups of 512 it cost real messages 25-60 µs more (a DFA pass
 # per group), so a reload that changes one of the shipped tables' set regexes holds the GIL
 # ~25 ms once; a reload that changes none reuses the set (Parts).
