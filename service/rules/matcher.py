@@ -48,11 +48,10 @@ _SPANS_GAP = re.compile(r"\.[*+{]|\[\^(?:\\.|[^\]\\])*\][*+{]|\\[SWD][*+{]|(?:\]
 # RE2 compiles a set or a FilteredRE2 in one call that holds the GIL (~0.02 ms a set regex,
 # ~0.07 ms a gap regex here), so a reload building beside the event loop stalls it that long.
 # Gap regexes compile in groups of about FILTER_GROUP (400 in one call: 33 ms; in groups: at most
-# 12 ms; a message runs each group's atom scan, ~6 µs more on the bench's message). The set stays
-# whole below PREFILTER_FROM: in groups of 512 it cost real messages 25-60 µs more (a DFA pass
+# 12 ms; a message runs each group's atom scan, ~6 µs more on the bench's message). The RE2 set
+# stays whole: in groups of 512 it cost real messages 25-60 µs more (a DFA pass
 # per group), so a reload that changes one of the shipped tables' set regexes holds the GIL
 # ~25 ms once; a reload that changes none reuses the set (Parts).
-SET_GROUP = PREFILTER_FROM
 FILTER_GROUP = 128
 # Short values (types, codes, hosts, sources, short messages) repeat: their scan result is kept,
 # a pure memo of an immutable index. Bounded: cleared when full.
@@ -129,7 +128,7 @@ class _FieldIndex:
     also_required: dict[int, list[frozenset[int]]] = field(default_factory=dict)  # regex id -> other atom sets
     compiled: list[Any] = field(default_factory=list)  # regex index -> its own RE2 object, None until needed
     unfiltered: list[int] = field(default_factory=list)  # regexes that run in RE2 sets
-    regex_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a set, its regex indexes
+    regex_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # the set (one at most), its regexes
     gapped: list[int] = field(default_factory=list)  # regexes that span a gap
     gap_filters: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a FilteredRE2, its regex indexes
     captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
@@ -198,8 +197,7 @@ class _FieldIndex:
             if compiled is not None and compiled.groupindex:
                 for spec in specs:
                     self.captures.setdefault(spec, []).append(compiled)
-        memory = max(8 << 20, len(self.unfiltered) * (64 << 10))  # each group's DFA gets the whole field's budget
-        self.regex_sets = self._grouped(self.unfiltered, SET_GROUP, "set", partial(_compile_set, memory=memory), parts)
+        self.regex_sets = self._grouped(self.unfiltered, max(1, len(self.unfiltered)), "set", _compile_set, parts)
         self.gap_filters = self._grouped(self.gapped, FILTER_GROUP, "filter", _compile_filter, parts)
 
     def _grouped(self, indexes: list[int], size: int, kind: str, build: Callable[[tuple[str, ...]], Any],
@@ -303,10 +301,8 @@ def _refusal(where: tuple[int, int], field_name: str, pattern: str) -> PatternEr
     return PatternError(where, field_name, pattern, reason)
 
 
-def _compile_set(patterns: tuple[str, ...], memory: int) -> Any:
-    """`memory` caps the lazy DFA's states: a group given only its own share ran out on real
-    messages and rebuilt its states every time (the tuning corpus, second pass: 190 -> 310-450 µs)."""
-    regex_set = re2.Set.SearchSet(re2_options(memory))
+def _compile_set(patterns: tuple[str, ...]) -> Any:
+    regex_set = re2.Set.SearchSet(re2_options(max(8 << 20, len(patterns) * (64 << 10))))
     for pattern in patterns:
         regex_set.Add(pattern)
     regex_set.Compile()
