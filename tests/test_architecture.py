@@ -55,3 +55,22 @@ def test_compose_runs_two_replicas_on_one_persistent_redis() -> None:
     assert command[command.index("--appendonly") + 1] == "yes" and "--appendfsync" in command
     targets = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())["scrape_configs"][0]
     assert len(targets["static_configs"][0]["targets"]) == 2
+
+
+def test_a_start_loads_neither_the_models_numerics_nor_an_http_client() -> None:
+    """What every start pays for: the app built and the shipped rules loaded import no numpy or
+    scikit-learn (the fallback trains in a child, after /readyz answers) and no httpcore (the
+    webhook client is made on the first webhook send)."""
+    script = (
+        "import sys\n"
+        "from service.api.app import create_app\n"
+        "from service.settings import load_settings\n"
+        "app = create_app(load_settings())\n"
+        "app.state.services.store.load_now()\n"
+        "print(sorted(m for m in ('numpy', 'scipy', 'sklearn', 'httpcore') if m in sys.modules))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "ERRTRIAGE_FALLBACK": "off"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.rules.literals import LiteralSet
+from service.rules.matcher import Entry, SetMatcher
+from service.schema.match import MatchBlock
 
 ALPHABET = b"ab \x00\xc3\xa9"  # few symbols, so literals overlap and repeat; NUL and UTF-8 bytes too
 
@@ -41,3 +43,15 @@ def test_threads_scanning_one_set_each_get_their_own_scratch_space() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_a_matcher_scanned_before_its_literal_sets_are_installed_waits_for_them() -> None:
+    """The literal sets compile on a thread and the loader installs them last (`finish`); a scan
+    that comes first must not read a field as having no literals."""
+    blocks = [MatchBlock.model_validate({"message": {"contains": ["rate limit"]}}),
+              MatchBlock.model_validate({"message": {"regex": [r"quota\s+exceeded"]}})]
+    matcher = SetMatcher([[Entry("limit", [blocks[0]]), Entry("quota", [blocks[1]])]])
+    found = matcher.satisfied({"message": ["Rate limit reached; quota  exceeded"]}, None)
+    hit = matcher.first(0, found)
+    assert (hit.entry if hit is not None else None, len(found)) == (0, 2)  # "limit", the earlier entry
+    assert matcher.finish() is matcher  # already finished by the scan: a second finish is a no-op

@@ -153,7 +153,7 @@ async def test_without_a_json_template_the_default_body_is_signed_too() -> None:
     seen: list[httpx.Request] = []
     spec = WebhookChannelSpec(id="plain", type="webhook", url_env="HOOK", secret_env="KEY")
     async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(204))) as c:
-        channel = WebhookChannel(spec, c, {"HOOK": "https://example.com/h", "KEY": SECRET}, lambda: 0.0)
+        channel = WebhookChannel(spec, lambda: c, {"HOOK": "https://example.com/h", "KEY": SECRET}, lambda: 0.0)
         rendered = Rendered(subject="AI provider error", text="body", html=None, body=None)
         await channel.send(Outgoing("n-1", "r", "plain", "ai_provider", (), rendered,
                                     {"class": "ai_provider", "reason": "rate_limited", "message": "slow down"}))

@@ -33,7 +33,9 @@ class Channel(Protocol):
 
 
 class Channels:
-    """Builds channels from specs; owns the httpx client the webhooks share."""
+    """Builds channels from specs; owns the httpx client the webhooks share, made on the first
+    webhook send (making one loads httpcore and a TLS context: tens of milliseconds of every
+    start, for a service whose routes may have no webhook at all)."""
 
     def __init__(self, settings: Settings, *, environ: Mapping[str, str], clock: Callable[[], float],
                  logger: logging.Logger, http_transport: httpx.AsyncBaseTransport | None = None,
@@ -42,7 +44,13 @@ class Channels:
         self._environ = environ
         self._clock = clock
         self._logger = logger
-        self._client = httpx.AsyncClient(transport=http_transport, follow_redirects=False)
+        self._http_transport = http_transport
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(transport=self._http_transport, follow_redirects=False)
+        return self._client
 
     def build(self, spec: ChannelSpec) -> Channel:
         if isinstance(spec, EmailChannelSpec):
@@ -50,7 +58,7 @@ class Channels:
                 return LogChannel(self._logger, NO_SMTP_NOTE)
             return EmailChannel(self._smtp, self._clock)
         if isinstance(spec, WebhookChannelSpec):
-            return WebhookChannel(spec, self._client, self._environ, self._clock)
+            return WebhookChannel(spec, self.client, self._environ, self._clock)
         return LogChannel(self._logger)
 
     def describe(self, spec: ChannelSpec) -> str:
@@ -62,4 +70,5 @@ class Channels:
         return "the log"
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()

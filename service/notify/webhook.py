@@ -57,8 +57,9 @@ def _env(environ: Mapping[str, str], name: str) -> str:
 
 
 class WebhookChannel:
-    def __init__(self, spec: WebhookChannelSpec, client: httpx.AsyncClient, environ: Mapping[str, str],
-                 clock: Callable[[], float]) -> None:
+    def __init__(self, spec: WebhookChannelSpec, client: Callable[[], httpx.AsyncClient],
+                 environ: Mapping[str, str], clock: Callable[[], float]) -> None:
+        """`client` gives the shared httpx client, made on the first send (Channels.client)."""
         self._spec = spec
         self._client = client
         self._environ = environ
@@ -78,7 +79,7 @@ class WebhookChannel:
         body = out.rendered.body if out.rendered.body is not None else default_body(out)
         headers = self._headers(body)
         try:
-            response = await self._client.post(url, content=body, headers=headers,
+            response = await self._client().post(url, content=body, headers=headers,
                                                timeout=self._spec.timeout_seconds)
         except httpx.TimeoutException as exc:
             raise DeliveryTimeout(f"webhook timed out: {type(exc).__name__}") from exc

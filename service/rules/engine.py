@@ -12,15 +12,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from service.models import DecidedBy
 from service.normalize import NormalizedError
-from service.rules.fallback import Fallback, Guess, LabelledReport
+from service.rules.labelled import Guess, LabelledReport
 from service.rules.matcher import Entry, Fields, Hit, SetMatcher
 from service.schema.classes import ClassRule, ClassSpec, RecoverySpec
 from service.schema.match import MatchBlock, TextCondition
 from service.schema.providers import ProviderSpec
+
+if TYPE_CHECKING:  # the model's module loads numpy; a ruleset is served long before its fallback is trained
+    from service.rules.fallback import Fallback
 
 UNKNOWN_CLASS = "unknown"
 UNKNOWN_REASON = "unclassified"

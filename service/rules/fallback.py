@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy
 from numpy.typing import NDArray
 
-from service.models import ErrorReport
 from service.normalize import NormalizedError
+from service.rules.labelled import Example, Guess
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
@@ -49,35 +49,6 @@ _MIN_EXAMPLES = 20
 # (1,277 of 1,496 at 0.8, 1,269 at 0.65) and it keeps 96.9% of negatives unknown (95.1%).
 _NEGATIVE_WEIGHT = 2.0
 _ALPHA = 1e-5
-
-
-@dataclass(frozen=True, slots=True)
-class LabelledReport:
-    """A report and its right answer, as read from the examples/ table or a rule's test."""
-
-    report: ErrorReport
-    class_: str
-    reason: str
-    origin: str  # file#index, or the rule whose test it is
-
-
-@dataclass(frozen=True, slots=True)
-class Example:
-    """One labelled report, normalized: what the fallback learns from."""
-
-    error: NormalizedError
-    provider_kind: str | None
-    class_: str
-    reason: str
-    origin: str  # the examples file or rule it came from (shown in explain)
-
-
-@dataclass(frozen=True, slots=True)
-class Guess:
-    class_: str
-    reason: str
-    confidence: float
-    leaned_on: dict[str, Any]
 
 
 def text_of(error: NormalizedError) -> str:

@@ -29,7 +29,7 @@ from service.errors import RuleError, RulesInvalid
 from service.models import ErrorReport
 from service.pacing import pace
 from service.rules.engine import FileInfo, Ruleset, decisions_for, provider_entries, reason_decisions
-from service.rules.fallback import LabelledReport
+from service.rules.labelled import LabelledReport
 from service.rules.matcher import Entry, PatternError, SetMatcher
 from service.rules.training import with_fallback
 from service.schema.classes import ClassRule, ClassSpec
@@ -407,11 +407,11 @@ def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: dateti
         rules=ordered_rules,
         providers=providers,
         aliases={alias.lower(): spec.id for spec in providers.values() for alias in spec.aliases},
-        matcher=matcher,
         provider_entries=tuple(keys),
         decisions=decisions_for(ordered_rules, classes, by_reason),
         by_reason=by_reason,
         notify=notify,
         sources=sources,
         labelled=tuple(examples),
+        matcher=matcher.finish(),  # last: the literal sets compiled on their thread meanwhile
     )

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from service.models import ErrorReport
 from service.normalize import normalize
 from service.rules.engine import Ruleset, provider_of
-from service.rules.fallback import Example, LabelledReport, train
+from service.rules.labelled import Example, LabelledReport
 
 
 def _rule_tests(ruleset: Ruleset) -> Iterator[LabelledReport]:
@@ -42,5 +42,7 @@ def training_set(ruleset: Ruleset) -> list[Example]:
 def with_fallback(ruleset: Ruleset, min_confidence: float) -> Ruleset:
     """The same rules with a fallback trained on their examples and tests (seconds with the
     shipped tables). The ruleset is unchanged when there is too little to learn from."""
+    from service.rules.fallback import train  # numpy and scikit-learn: only where a fallback is trained
+
     fallback = train(training_set(ruleset), min_confidence)
     return replace(ruleset, fallback=fallback) if fallback is not None else ruleset

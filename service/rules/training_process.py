@@ -20,12 +20,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.errors import RulesInvalid
-from service.rules.fallback import Fallback, Fitted, enough_to_learn, fit
 from service.rules.loader import load_ruleset
 from service.rules.training import training_set
+
+if TYPE_CHECKING:  # the model's module loads numpy: imported where a fallback is fitted or built, not at start
+    from service.rules.fallback import Fallback, Fitted
 
 _NICE = 10  # the child yields the CPU to the serving process on a busy machine
 _PARENT_POLL_SECONDS = 0.5
@@ -49,6 +51,8 @@ class Trainer:
     def train(self, version: str, root: Path, min_confidence: float) -> Fallback | None:
         """The fallback for the rules `version` loaded from `root`; None when there is too little
         to learn from. Raises StaleRules or TrainingFailed. Blocks the calling thread, not the GIL."""
+        from service.rules.fallback import Fallback  # loads numpy and sklearn's analyzers while the child fits
+
         reader, writer = os.pipe()
         try:
             with self._lock:  # a plain `python -m` child: nothing of the parent's __main__ runs in it
@@ -87,6 +91,8 @@ def _answer(root: str, version: str) -> tuple[str, Any]:
 
 def _fit(root: str, version: str) -> Fitted | None:
     """The same rules, their training set, fitted."""
+    from service.rules.fallback import enough_to_learn, fit
+
     try:
         ruleset = load_ruleset(Path(root))
     except RulesInvalid as exc:
