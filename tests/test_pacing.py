@@ -91,3 +91,22 @@ def test_pace_lets_another_thread_in_only_inside_paced() -> None:
         return runs
 
     assert busy(0.2, inside=True) > 2 * busy(0.2, inside=False)
+
+
+def test_release_walks_a_wide_container_a_slice_of_items_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One index of a large ruleset holds tens of thousands of items (10-24 ms to walk): the walk
+    paces by items seen, not by containers, so no slice is a whole container."""
+    seen_since_pace = [0]
+    most = [0]
+    real_add = pacing._IdSet.add
+
+    def counting_add(self: pacing._IdSet, value: int) -> bool:
+        seen_since_pace[0] += 1
+        most[0] = max(most[0], seen_since_pace[0])
+        return real_add(self, value)
+
+    monkeypatch.setattr(pacing, "pace", lambda: seen_since_pace.__setitem__(0, 0))
+    monkeypatch.setattr(pacing._IdSet, "add", counting_add)
+    holder: list[object] = [tuple(Leaf() for _ in range(5 * pacing._RELEASE_SLICE))]
+    release(holder)
+    assert pacing._RELEASE_SLICE // 2 < most[0] <= pacing._RELEASE_SLICE

@@ -27,7 +27,7 @@ from typing import Any
 import re2
 
 from service import re2spans
-from service.pacing import pace
+from service.pacing import pace, paced_each
 from service.rules.literals import LiteralSet
 from service.rules.prefilter import atoms
 from service.schema.match import MatchBlock, StatusItem, TextCondition
@@ -151,9 +151,11 @@ class _FieldIndex:
 
         A regex is triggered by an atom of its most selective required set; it runs when the text
         also holds an atom of each of its other sets (`also_required`, by word index)."""
-        words: dict[str, tuple[list[int], list[int]]] = {w: (specs, []) for w, specs in self.literals.items()}
+        words: dict[str, tuple[list[int], list[int]]] = {
+            w: (specs, []) for w, specs in paced_each(self.literals.items())}
         others: dict[int, tuple[frozenset[str], ...]] = {}
-        self.gapped = [index for index, (pattern, _) in enumerate(self.regexes) if _SPANS_GAP.search(pattern)]
+        self.gapped = [index for index, (pattern, _) in enumerate(paced_each(self.regexes))
+                       if _SPANS_GAP.search(pattern)]
         prefilter = len(self.regexes) - len(self.gapped) >= PREFILTER_FROM
         gapped = set(self.gapped)
         for index, (pattern, _) in enumerate(self.regexes):
@@ -171,12 +173,12 @@ class _FieldIndex:
                 words.setdefault(word, ([], []))
             if rest:
                 others[index] = tuple(rest)
-        position = {word: i for i, word in enumerate(words)}
+        position = {word: i for i, word in enumerate(paced_each(words))}
         self.also_required = {index: [frozenset(position[w] for w in atom_set) for atom_set in rest]
-                              for index, rest in others.items()}
-        self.word_specs = [tuple(specs) for specs, _ in words.values()]
-        self.word_regexes = [tuple(regexes) for _, regexes in words.values()]
-        self.regex_specs = [tuple(specs) for _, specs in self.regexes]
+                              for index, rest in paced_each(others.items())}
+        self.word_specs = [tuple(specs) for specs, _ in paced_each(words.values())]
+        self.word_regexes = [tuple(regexes) for _, regexes in paced_each(words.values())]
+        self.regex_specs = [tuple(specs) for _, specs in paced_each(self.regexes)]
         return list(words)
 
     def compile_regexes(self, entry_of: dict[int, tuple[int, int]], field_name: str, parts: Parts) -> None:
