@@ -372,15 +372,21 @@ def _examples(files: list[ParsedFile], classes: dict[str, ClassSpec],
     return found
 
 
+def _by_priority(collected: list[tuple[ClassRule, ParsedFile, int]]) -> list[tuple[ClassRule, ParsedFile, int]]:
+    """Higher priority first, file order within one: a stable sort by priority, made as buckets
+    in a paced loop (one `sorted` with a key function held the GIL 5-15 ms at 10,000 rules)."""
+    buckets: dict[int, list[tuple[ClassRule, ParsedFile, int]]] = {}
+    for item in paced_each(collected):
+        buckets.setdefault(item[0].priority, []).append(item)
+    return [item for priority in sorted(buckets, reverse=True) for item in paced_each(buckets[priority])]
+
+
 def _build_ruleset(root: Path, notify_builder: NotifyBuilder | None, now: datetime | None,
                    previous: Ruleset | None) -> Ruleset:
     files, version, errors = read_tables(root)
     classes, collected, providers, sources = _collect(files, errors)
     _check_vocabulary(classes, collected, errors)
-    pace()
-    ordered = sorted(enumerate(collected), key=lambda item: (-item[1][0].priority, item[0]))  # ~7 ms at 10,000
-    pace()
-    rules = [item[1] for item in ordered]
+    rules = _by_priority(collected)
     entries, keys = provider_entries(list(providers.values()))
     matcher = _compile(
         [[Entry(rule.id, rule.blocks(), rule.not_) for rule, _, _ in paced_each(rules)], entries],
