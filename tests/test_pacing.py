@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 import time
 import weakref
@@ -11,7 +13,7 @@ from collections import Counter
 import pytest
 
 from service import pacing
-from service.pacing import pace, paced, release
+from service.pacing import lower_priority, pace, paced, release
 
 
 class Leaf:
@@ -110,3 +112,19 @@ def test_release_walks_a_wide_container_a_slice_of_items_at_a_time(monkeypatch: 
     holder: list[object] = [tuple(Leaf() for _ in range(5 * pacing._RELEASE_SLICE))]
     release(holder)
     assert pacing._RELEASE_SLICE // 2 < most[0] <= pacing._RELEASE_SLICE
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="nice is per thread on Linux only")
+def test_lower_priority_lowers_only_the_calling_thread() -> None:
+    niceness: list[int] = []
+
+    def background() -> None:
+        lower_priority()
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=background)
+    thread.start()
+    thread.join()
+    assert niceness == [max(before, pacing.BACKGROUND_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before

@@ -356,6 +356,7 @@ def _examples(files: list[ParsedFile], classes: dict[str, ClassSpec],
     found = []
     for parsed in files:
         for index, example in enumerate(parsed.model.examples):
+            pace()
             label = example.expect
             spec = classes.get(label.class_)
             try:

@@ -27,7 +27,7 @@ from typing import Any
 import re2
 
 from service import re2spans
-from service.pacing import pace, paced_each
+from service.pacing import lower_priority, pace, paced_each
 from service.rules.literals import LiteralSet
 from service.rules.prefilter import atoms
 from service.schema.match import MatchBlock, StatusItem, TextCondition
@@ -377,7 +377,8 @@ class SetMatcher:
         """Hyperscan compiles without the GIL: the literal sets build on a second thread while
         RE2 compiles the regexes on this one (0.4-0.6 s and 0.26 s at 10,000 rules). Returns
         what installs the literal sets once built (`finish`)."""
-        compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errtriage-literals")
+        compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errtriage-literals",
+                                      initializer=lower_priority)
         words = {name: ("literals", tuple(word.encode() for word in index.index_words(parts)))
                  for name, index in self._fields.items()}
         building = {key: compiler.submit(LiteralSet, list(key[1]))

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from watchfiles import awatch
 
 from service.errors import RuleError, RulesInvalid
 from service.metrics import Metrics
-from service.pacing import paced, release
+from service.pacing import lower_priority, paced, release
 from service.rules.engine import Ruleset
 from service.rules.loader import NotifyBuilder, gc_paused, load_ruleset
 from service.rules.training_process import StaleRules, Trainer, TrainingFailed
@@ -46,6 +47,8 @@ class RuleStore:
         self._lock = asyncio.Lock()
         self._swap_lock = threading.Lock()
         self._trainer = Trainer()
+        self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errtriage-reload",
+                                           initializer=lower_priority)  # its thread starts with the first reload
         self._thread: threading.Thread | None = None
         self._generation = 0  # loads swapped in so far: a training applies only to its own
         self._stopping = False
@@ -87,7 +90,7 @@ class RuleStore:
         """Build off the event loop, paced (pacing.py), then swap. Raises RulesInvalid; the old
         rules keep serving."""
         async with self._lock:
-            return await asyncio.to_thread(self._load_paced)
+            return await asyncio.get_running_loop().run_in_executor(self._builder, self._load_paced)
 
     def _load_paced(self) -> Ruleset:
         with paced():
@@ -124,6 +127,7 @@ class RuleStore:
     def _train(self, version: str, generation: int, min_confidence: float) -> None:
         """Train for the load numbered `generation`; holds no ruleset, so a replaced one is
         released by the swap (release() in pacing.py), not here in one go."""
+        lower_priority()
         started = time.perf_counter()
         try:
             fallback = self._trainer.train(version, self.root, min_confidence)
