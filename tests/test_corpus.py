@@ -23,10 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "tests" / "corpus"
 TUNE = ROOT / "rules" / "examples"
 # The rules alone on the tuning part: a regression guard, about a point under where they stand
-# (95.3% class, 94.3% reason after the families of 2026-12-02; a new collection lowers it until
-# rules are written from it).
-TUNE_CLASS_FLOOR = 0.94
-TUNE_REASON_FLOOR = 0.93
+# (93.4% class, 92.4% reason once the twelfth collection's tuning share came in: 299 cases,
+# 45 of them not yet decided right, no rule written from them; 95.3% / 94.3% before it). A new
+# collection lowers it until rules are written from it.
+TUNE_CLASS_FLOOR = 0.925
+TUNE_REASON_FLOOR = 0.915
 
 
 def _cases(folder: Path, section: str) -> list[tuple[str, dict[str, Any]]]:
