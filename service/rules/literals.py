@@ -29,9 +29,8 @@ class LiteralSet:
         # per-literal Python work: at 13,000 literals it held the GIL ~10 ms.
         self._confirm = {i: literal for i, literal in enumerate(literals) if b"\0" in literal}
         searchable = dict(enumerate(literals))
-        if self._confirm:
-            searchable.update({i: max(literal.split(b"\0"), key=len) for i, literal in self._confirm.items()})
-        self._unsearchable = [i for i in self._confirm if not searchable[i]]
+        searchable.update({i: max(literal.split(b"\0"), key=len) for i, literal in self._confirm.items()})
+        self._unsearchable = [i for i, piece in searchable.items() if not piece]
         for i in self._unsearchable:
             del searchable[i]
         self._database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK) if searchable else None
