@@ -259,9 +259,13 @@ class _Block:
         columns.extend((found + self._offset).tolist())
         values.extend((weights / math.sqrt(weights @ weights)).tolist())
 
+    def _known(self, text: str) -> list[int]:
+        """The column of each of the text's terms the vocabulary has, in the analyzer's order."""
+        return [column for column in map(self._vocabulary.get, self._analyze(text)) if column is not None]
+
     def _counted(self, text: str) -> Counter[int]:
         """Each known column of the text, with how often its term occurs (counted in C)."""
-        return Counter(column for column in map(self._vocabulary.get, self._analyze(text)) if column is not None)
+        return Counter(self._known(text))
 
     def _counted_words(self, text: str) -> Counter[int]:
         found: list[int] = []
@@ -271,8 +275,7 @@ class _Block:
             if known is None:
                 if len(memo) >= WORD_MEMO_SIZE:
                     memo.clear()
-                known = memo[word] = tuple(column for column in map(self._vocabulary.get, self._analyze(word))
-                                           if column is not None)
+                known = memo[word] = tuple(self._known(word))
             found += known
         return Counter(found)
 
