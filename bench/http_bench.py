@@ -9,7 +9,7 @@ thousands of shapes, as a service sees them; the first two reuse the regex engin
 states). Each is compared with the bare endpoint fed the same way.
 
     python bench/http_bench.py [--seconds 5] [--rounds 5] [--connections 32,128] [--workers 1]
-                               [--kinds same,distinct,corpus]
+                               [--kinds same,distinct,corpus] [--settle 10]
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--paths", default="/v1/classify,/v1/errors")
     parser.add_argument("--kinds", default=",".join(KINDS), help="bodies: same, distinct, corpus")
+    parser.add_argument("--settle", type=float, default=10, help="seconds to wait once every server answers")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk")
@@ -150,6 +151,7 @@ def main() -> None:
     try:
         for port in ports.values():
             wait_ready(port)
+        time.sleep(opts.settle)  # errtriage's regex scanner compiles in the background after start (~6 s)
         for round_ in range(opts.rounds + 1):  # round 0 warms up
             for conns in (int(c) for c in opts.connections.split(",")):
                 for name, path, kind in runs:

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     fallback: Literal["on", "off"] = Field("on", description="The learned fallback for what no rule matches.")
     fallback_min_confidence: float = Field(0.8, ge=0, le=1,
                                            description="Below this probability the fallback answers unknown.")
+    regex_scanner: Literal["on", "off"] = Field(
+        "on", description="Match the message regexes with Hyperscan once it has compiled them after a load "
+        "(seconds of CPU, in the background); off: RE2's set alone, slower on ever-new messages.")
 
     notify_enabled: bool = True
     notify_queue_size: int = Field(10_000, ge=1, le=1_000_000)

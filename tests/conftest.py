@@ -40,9 +40,10 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
     def build(**overrides: object) -> Settings:
         # In-process apps test the rules alone: training a fallback in each (2-4 s of CPU, ~50 MiB)
         # would slow the suite for nothing. Spawned servers keep the default (on); test_fallback.py
-        # and the console tests exercise it there.
+        # and the console tests exercise it there. The regex scanner (~6 s of CPU after each load)
+        # is off here and in spawned servers; test_lifecycle.py and test_corpus.py run it.
         values: dict[str, object] = {"rules_dir": RULES, "reload_rules": False, "log_format": "text",
-                                     "fallback": "off"}
+                                     "fallback": "off", "regex_scanner": "off"}
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
 
@@ -75,7 +76,8 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Process]]:
     procs: list[Process] = []
 
     def start(*args: str, **env: str) -> Process:
-        proc = Process(list(args), {"ERRTRIAGE_LOG_FORMAT": "json", **env}, tmp_path / f"server{len(procs)}.log")
+        proc = Process(list(args), {"ERRTRIAGE_LOG_FORMAT": "json", "ERRTRIAGE_REGEX_SCANNER": "off", **env},
+                       tmp_path / f"server{len(procs)}.log")
         procs.append(proc)
         proc.wait_ready()
         return proc

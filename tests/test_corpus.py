@@ -8,6 +8,7 @@ assertions; here only its shape is checked, so the split can not quietly rot.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 from bench.split_corpus import origin
 from service.checks import run_case
 from service.rules.engine import Ruleset
+from service.rules.loader import load_ruleset
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "tests" / "corpus"
@@ -79,3 +81,19 @@ def test_tables_on_their_tuning_part(shipped: Ruleset, capsys: pytest.CaptureFix
     count = len(TUNE_CASES)
     assert right["class"] / count >= TUNE_CLASS_FLOOR, f"class {right['class']}/{count}"
     assert right["reason"] / count >= TUNE_REASON_FLOOR, f"reason {right['reason']}/{count}"
+
+
+def test_the_regex_scanner_and_the_re2_set_read_the_tuning_part_alike() -> None:
+    """A serving ruleset's message regexes go through Hyperscan (once compiled) and RE2
+    confirmations instead of one RE2 set: every tuning message satisfies the same conditions."""
+    on_set, scanned = load_ruleset(TUNE.parent), load_ruleset(TUNE.parent)
+    scanned.matcher.start_scanners()
+    index = scanned.matcher._fields["message"]
+    deadline = time.monotonic() + 120
+    while index.scanner is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert index.scanner is not None and len(index.scan_members) > 1000
+    messages = [str(case["report"]["message"]) for _, case in TUNE_CASES if case["report"].get("message")]
+    differ = [m for m in messages if on_set.matcher.satisfied({"message": [m]}, None)
+              != scanned.matcher.satisfied({"message": [m]}, None)]
+    assert not differ, differ[:5]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from service.api.server import HTTP_PROTOCOL, NoDelayH11Protocol, _NoDelay, set_nodelay
@@ -202,3 +203,19 @@ def test_a_trained_fallback_is_frozen_with_the_rules() -> None:
     assert store.fallback_state == "ready" and fallback is not None
     assert gc.is_tracked(fallback)
     assert not any(tracked is fallback for tracked in gc.get_objects()), "the fallback is left to the cyclic GC"
+
+
+def test_a_server_answers_alike_before_and_after_its_regex_scanner_is_ready(spawn: Callable[..., Process]) -> None:
+    """The scanner compiles after the load while the RE2 set serves; /readyz says when it is in,
+    and every report is classified the same on both sides of that moment."""
+    proc = spawn("--no-reload-rules", ERRTRIAGE_REGEX_SCANNER="on", ERRTRIAGE_FALLBACK="off")
+    reports = [case["report"] for path in sorted((DEFAULT_RULES_DIR / "examples").glob("c1*.yaml"))
+               for case in yaml.safe_load(path.read_text())["examples"]][:400]
+    with httpx.Client(base_url=proc.url, timeout=30) as client:
+        assert client.get("/readyz").json()["regex_scanner"] == "compiling"
+        before = [client.post("/v1/classify", json=report).json() for report in reports]
+        wait_for(lambda: client.get("/readyz").json()["regex_scanner"] == "ready", timeout=120)
+        after = [client.post("/v1/classify", json=report).json() for report in reports]
+    answer = ("class", "reason", "provider", "rule", "retryable")
+    assert [[got[k] for k in answer] for got in before] == [[got[k] for k in answer] for got in after]
+    assert len({got["class"] for got in after}) >= 8  # the reports span the taxonomy

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 
-from hypothesis import given, settings
+import pytest
+import re2
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.rules.literals import LiteralSet
-from service.rules.matcher import Entry, SetMatcher
+from service.rules.literals import LiteralSet, RegexScanner
+from service.rules.matcher import Entry, SetMatcher, re2_options
 from service.schema.match import MatchBlock
 
 ALPHABET = b"ab \x00\xc3\xa9"  # few symbols, so literals overlap and repeat; NUL and UTF-8 bytes too
@@ -55,3 +58,73 @@ def test_a_matcher_scanned_before_its_literal_sets_are_installed_waits_for_them(
     hit = matcher.first(0, found)
     assert (hit.entry if hit is not None else None, len(found)) == (0, 2)  # "limit", the earlier entry
     assert matcher.finish() is matcher  # already finished by the scan: a second finish is a no-op
+
+
+# ---------------------------------------------------------------- RegexScanner (Hyperscan, prefilter mode)
+_FRAGMENTS = ["repo", "not found", "rate", "limit(?:ed)?", "quota", r"\d+", "(?:was )?", "[a-z]+", r"\s", "(?-i:API)",
+              r"\b", "^", "$", "error|fail", "x?", ".", "[^ ]+", r"\w{2,4}", "(?s:.)", r"\S+", r"\B", "(?:a|p)i"]
+_TEXT = "Repo repository not found rate LIMITED quota 429 was API api error\nfail x\n \t\x0b"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns=st.lists(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4).map("".join),
+                      min_size=1, max_size=8, unique=True),
+    words=st.lists(st.sampled_from(_TEXT.replace("\n", " \n ").split(" ")), max_size=12),
+)
+def test_the_scanner_and_re2_confirmations_name_exactly_the_regexes_that_match(patterns: list[str],
+                                                                             words: list[str]) -> None:
+    """An exact pattern's report is RE2's answer; an unsure one (prefilter mode) may be loose, never
+    missing, and RE2 confirms it."""
+    text = " ".join(words).encode()
+    assume(RegexScanner.reads(text))
+    compiled = [re2.compile(pattern, re2_options()) for pattern in patterns]
+    scanner = RegexScanner(tuple(patterns))
+    named = {i for i in scanner.scan(text) if i not in scanner.unsure or compiled[i].search(text)}
+    assert named == {i for i, regex in enumerate(compiled) if regex.search(text)}
+
+
+def test_the_scanner_finds_a_match_after_a_newline_where_utf8_mode_did_not() -> None:
+    """Hyperscan's UTF-8 mode with CASELESS missed this match; the scanner does not use it."""
+    scanner = RegexScanner((r"\b(?:repository|project|repo) (?:was )?not found\b",))
+    assert scanner.scan(b"x repository is unreachable.\nrepo not found") == [0]
+
+
+def _matcher(patterns: list[str]) -> SetMatcher:
+    blocks = [MatchBlock.model_validate({"message": {"regex": [pattern]}}) for pattern in patterns]
+    return SetMatcher([[Entry(str(i), [block]) for i, block in enumerate(blocks)]]).finish()
+
+
+def _wait_for_scanner(matcher: SetMatcher) -> None:
+    matcher.start_scanners()
+    index = matcher._fields["message"]
+    deadline = time.monotonic() + 60
+    while index.scanner is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert index.scanner is not None
+
+
+def test_a_field_reads_ascii_through_its_scanner_and_the_rest_through_the_set() -> None:
+    """Once installed, ASCII texts go through the scanner (non-ASCII regexes stay in a small RE2
+    set); a text with any other byte, or a vertical tab, goes through the whole set. Both answer
+    the same."""
+    matcher = _matcher([r"\brate limit(?:ed)?\b", r"\bquota (?:exceeded|reached)\b", "配额|\\bcuota\\b"])
+    texts = {"Rate limited, quota reached": {0, 1}, "cuota agotada": {2}, "配额已用完, rate limit": {0, 2},
+             "fine": set(), "rate limit\vquota exceeded": {0, 1}}
+    before = {text: set(matcher.satisfied({"message": [text]}, None)) for text in texts}
+    _wait_for_scanner(matcher)
+    index = matcher._fields["message"]
+    assert (len(index.scan_members), sum(len(members) for _, members in index.rest_sets)) == (2, 1)
+    index.memo.clear()
+    after = {text: set(matcher.satisfied({"message": [text]}, None)) for text in texts}
+    assert before == after == texts
+
+
+def test_a_regex_hyperscan_refuses_runs_on_every_text(caplog: pytest.LogCaptureFixture) -> None:
+    matcher = _matcher([r"\brate limit\b", r"x\b{3}", r"(?:^|\s)quota^"])  # RE2 reads these; Hyperscan refuses
+    _wait_for_scanner(matcher)
+    index = matcher._fields["message"]
+    assert index.scanner is not None and sorted(index.scan_members[i] for i in index.scanner.always) == [1, 2]
+    assert "Hyperscan refuses some regexes" in caplog.text
+    assert len(matcher.satisfied({"message": ["rate limit; x"]}, None)) == 2
+    assert len(matcher.satisfied({"message": ["fine"]}, None)) == 0

@@ -139,7 +139,8 @@ def create_app(settings: Settings, registry: CollectorRegistry | None = None,
     registry = registry if registry is not None else CollectorRegistry()
     metrics = Metrics(registry)
     store = RuleStore(settings.rules_dir, metrics, notify_builder=build_notify,
-                      fallback_min_confidence=settings.fallback_threshold)
+                      fallback_min_confidence=settings.fallback_threshold,
+                      regex_scanner=settings.regex_scanner == "on")
     factory = notifier_factory or Notifier
     notifier = factory(settings, metrics) if settings.notify_enabled else None
     unknowns = Recorder(build_inbox(settings), settings.unknowns_buffer_size)

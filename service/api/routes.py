@@ -75,7 +75,7 @@ async def readyz(services: ServicesDep) -> dict[str, Any]:
     if problems:
         raise ProblemError(503, "; ".join(problems) + "".join(f"; {k} {v}" for k, v in state.items()))
     return {"status": "ready", "rules_version": services.store.current.version,
-            "fallback": services.store.fallback_state, **state}
+            "fallback": services.store.fallback_state, "regex_scanner": services.store.scanner_state, **state}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -2,7 +2,9 @@
 
 Per text field: one literal set (service/rules/literals.py, Hyperscan, over UTF-8) for every
 literal (`contains`), one dict for `equals`, and an RE2 set for the regexes (linear time,
-whatever an operator writes).
+whatever an operator writes). On a serving ruleset a Hyperscan scanner of the same regexes
+(literals.RegexScanner, compiled in the background) then reads ASCII texts, and RE2 confirms
+its candidates: the set's lazy DFA never warms up on traffic whose every message is new.
 Regexes that span a gap of any text (`.{0,80}`, `.*`) run apart, in RE2's FilteredRE2
 (see _SPANS_GAP). On a field with thousands of regexes, each regex instead
 waits for its required literals (service/rules/prefilter.py), found by the same literal set;
@@ -15,10 +17,13 @@ at 3,000 regexes here), the literal set does not.
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
@@ -28,9 +33,11 @@ import re2
 
 from service import re2spans
 from service.pacing import lower_priority, pace, paced_each
-from service.rules.literals import LiteralSet
+from service.rules.literals import LiteralSet, RegexScanner
 from service.rules.prefilter import atoms
 from service.schema.match import MatchBlock, StatusItem, TextCondition
+
+log = logging.getLogger("errtriage.rules")
 
 Fields = dict[str, list[str]]  # normalized text values by field name (original case)
 # From this many regexes on a field (gap regexes aside), a regex waits for its required literals.
@@ -129,6 +136,9 @@ class _FieldIndex:
     compiled: list[Any] = field(default_factory=list)  # regex index -> its own RE2 object, None until needed
     unfiltered: list[int] = field(default_factory=list)  # regexes that run in RE2 sets
     regex_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # the set (one at most), its regexes
+    scan_members: tuple[int, ...] = ()  # the set's regexes a RegexScanner can take, in its pattern order
+    rest_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # the set's other regexes
+    scanner: RegexScanner | None = None  # installed once compiled (start_scanners); the set serves till then
     gapped: list[int] = field(default_factory=list)  # regexes that span a gap
     gap_filters: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a FilteredRE2, its regex indexes
     captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
@@ -200,7 +210,14 @@ class _FieldIndex:
                 for spec in specs:
                     self.captures.setdefault(spec, []).append(compiled)
         self.regex_sets = self._grouped(self.unfiltered, max(1, len(self.unfiltered)), "set", _compile_set, parts)
+        taken = {index for index in self.unfiltered if RegexScanner.takes(self.regexes[index][0])}
+        self.scan_members = tuple(sorted(taken, key=lambda index: self.regexes[index][0]))
+        rest = [index for index in self.unfiltered if index not in taken]
+        self.rest_sets = self._grouped(rest, max(1, len(rest)), "set", _compile_set, parts)
         self.gap_filters = self._grouped(self.gapped, FILTER_GROUP, "filter", _compile_filter, parts)
+
+    def install_scanner(self, built: Future[RegexScanner]) -> None:
+        self.scanner = built.result()
 
     def _grouped(self, indexes: list[int], size: int, kind: str, build: Callable[[tuple[str, ...]], Any],
                  parts: Parts) -> list[tuple[Any, tuple[int, ...]]]:
@@ -244,7 +261,13 @@ class _FieldIndex:
             data = value.encode()  # bytes: the binding skips re-encoding and offset mapping
             if triggered:
                 matched = [index for index in self._candidates(triggered, hits) if self._runs(index, data)]
-            for regex_set, members in self.regex_sets:
+            scanner, sets = self.scanner, self.regex_sets
+            if scanner is not None and scanner.reads(data):
+                members, unsure = self.scan_members, scanner.unsure
+                matched.extend(members[found] for found in scanner.scan(data)
+                               if found not in unsure or self._runs(members[found], data))
+                sets = self.rest_sets
+            for regex_set, members in sets:
                 matched.extend(map(members.__getitem__, regex_set.Match(data) or ()))
             for gap_filter, members in self.gap_filters:
                 matched.extend(map(members.__getitem__, gap_filter.Match(data, False)))
@@ -301,6 +324,36 @@ def _refusal(where: tuple[int, int], field_name: str, pattern: str) -> PatternEr
     else:
         reason = "refused by RE2's set parser"
     return PatternError(where, field_name, pattern, reason)
+
+
+_SCANNERS: OrderedDict[tuple[str, ...], Future[RegexScanner]] = OrderedDict()
+_SCANNERS_KEPT = 2  # the serving ruleset's and the one a reload is building
+_scanners_lock = threading.Lock()
+
+
+def scanner_for(patterns: tuple[str, ...]) -> Future[RegexScanner]:
+    """The scanner of these patterns, built once per process on a daemon thread at low priority
+    (an exiting CLI does not wait for it), shared by every ruleset with the same regexes: a
+    reload that changes no set regex, or the tests' many apps on the shipped tables."""
+    with _scanners_lock:
+        built = _SCANNERS.get(patterns)
+        if built is None:
+            built = _SCANNERS[patterns] = Future()
+            threading.Thread(target=_build_scanner, args=(patterns, built), name="errtriage-regex-scanner",
+                             daemon=True).start()
+            while len(_SCANNERS) > _SCANNERS_KEPT:
+                _SCANNERS.popitem(last=False)
+        _SCANNERS.move_to_end(patterns)
+        return built
+
+
+def _build_scanner(patterns: tuple[str, ...], built: Future[RegexScanner]) -> None:
+    lower_priority()
+    scanner = RegexScanner(patterns)
+    if scanner.always:
+        log.warning("Hyperscan refuses some regexes; they run on every text",
+                    extra={"regexes": [patterns[i] for i in scanner.always][:20]})
+    built.set_result(scanner)
 
 
 def _compile_set(patterns: tuple[str, ...]) -> Any:
@@ -404,6 +457,18 @@ class SetMatcher:
             self._pending()
             self._pending = None
         return self
+
+    def start_scanners(self) -> None:
+        """Compile each field's RegexScanner in the background and install it when done (the RE2
+        set serves meanwhile). Called for a ruleset about to serve, not for one a CLI or a test
+        only checks: a scanner takes seconds of CPU."""
+        for index in self._fields.values():
+            if index.scan_members:
+                patterns = tuple(index.regexes[member][0] for member in index.scan_members)
+                scanner_for(patterns).add_done_callback(index.install_scanner)
+
+    def scanners_ready(self) -> bool:
+        return all(index.scanner is not None for index in self._fields.values() if index.scan_members)
 
     def _add_block(self, block: MatchBlock, where: tuple[int, int],
                    entry_of: dict[int, tuple[int, int]]) -> dict[str, int]:

@@ -19,8 +19,9 @@ from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
 MIN_ATOM = 3  # shorter atoms ("a", "to") would make nearly every message a candidate
-# RE2 syntax that Python's parser reads as something else (POSIX classes, Unicode classes, \C, ...)
-_RE2_ONLY = ("[:", "\\p", "\\P", "\\Q", "\\C", "\\z", "\\x{", "(?U")
+# RE2 syntax that PCRE-style parsers (Python's, Hyperscan's) read as something else or refuse
+# (POSIX classes, Unicode classes, \C, ...)
+RE2_ONLY = ("[:", "\\p", "\\P", "\\Q", "\\C", "\\z", "\\x{", "(?U")
 
 Atoms = frozenset[str]
 MAX_SETS = 2  # a second required set cuts most false candidates; more only cost bookkeeping
@@ -29,7 +30,7 @@ MAX_SETS = 2  # a second required set cuts most false candidates; more only cost
 def atoms(pattern: str) -> tuple[Atoms, ...] | None:
     """The most selective sets of lower-cased literals, one of each of which every match
     contains, most selective first; None when none is known."""
-    if any(marker in pattern for marker in _RE2_ONLY):
+    if any(marker in pattern for marker in RE2_ONLY):
         return None
     parsed = _plain(pattern)
     if parsed is None:

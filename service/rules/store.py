@@ -37,8 +37,10 @@ DEBOUNCE_MS = 800  # a half-saved file settles within this; a change still shows
 
 class RuleStore:
     def __init__(self, root: Path, metrics: Metrics, notify_builder: NotifyBuilder | None = None,
-                 clock: Callable[[], float] = time.time, fallback_min_confidence: float | None = None) -> None:
+                 clock: Callable[[], float] = time.time, fallback_min_confidence: float | None = None,
+                 regex_scanner: bool = False) -> None:
         self.root = root
+        self._regex_scanner = regex_scanner
         self._fallback_min_confidence = fallback_min_confidence
         self._metrics = metrics
         self._notify_builder = notify_builder
@@ -65,6 +67,13 @@ class RuleStore:
     @property
     def ready(self) -> bool:
         return self._current is not None
+
+    @property
+    def scanner_state(self) -> str:
+        """off, compiling, or ready (what /readyz reports as regex_scanner)."""
+        if not self._regex_scanner or self._current is None:
+            return "off"
+        return "ready" if self._current.matcher.scanners_ready() else "compiling"
 
     def load_now(self) -> Ruleset:
         """Synchronous load and swap (startup, CLI). Raises RulesInvalid; the old rules stay.
@@ -97,6 +106,8 @@ class RuleStore:
             return self.load_now()
 
     def _swap(self, ruleset: Ruleset) -> None:
+        if self._regex_scanner:
+            ruleset.matcher.start_scanners()
         with self._swap_lock:
             replaced, self._current = self._current, ruleset
             self._generation += 1
