@@ -128,3 +128,19 @@ def test_a_regex_hyperscan_refuses_runs_on_every_text(caplog: pytest.LogCaptureF
     assert "Hyperscan refuses some regexes" in caplog.text
     assert len(matcher.satisfied({"message": ["rate limit; x"]}, None)) == 2
     assert len(matcher.satisfied({"message": ["fine"]}, None)) == 0
+
+
+def test_a_scanner_that_cannot_be_built_is_logged_and_the_set_keeps_serving(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def refuse(self: RegexScanner, patterns: tuple[str, ...]) -> None:
+        raise MemoryError("no room for the database")
+
+    monkeypatch.setattr(RegexScanner, "__init__", refuse)
+    matcher = _matcher([r"\bdisk quota\b", r"\bout of space\b"])
+    assert matcher.scanner_state() == "compiling"
+    matcher.start_scanners()
+    deadline = time.monotonic() + 30
+    while matcher.scanner_state() == "compiling" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert matcher.scanner_state() == "failed" and "regex scanner not built" in caplog.text
+    assert len(matcher.satisfied({"message": ["disk quota hit, out of space"]}, None)) == 2

@@ -83,9 +83,9 @@ class RegexScanner(_Scanner):
     and the texts (a byte is a character, so `.`, classes and counted repeats mean what they
     mean to RE2), and no vertical tab in the text (`\\s` takes one in PCRE, not in RE2): see
     `reads`. Where Hyperscan's PCRE reads a pattern otherwise (`$` also before a final
-    newline) or compiles it only approximately, the pattern is
-    compiled in prefilter mode, which never misses a match but may report one that is not: those
-    are `unsure`, and RE2 confirms them. Hyperscan's UTF-8 mode is not used: with it and
+    newline) or compiles it only approximately, the pattern is compiled in prefilter mode, which
+    never misses a match but may report one that is not: those are `unsure`, and RE2 confirms
+    them. Hyperscan's UTF-8 mode is not used: with it and
     CASELESS, `\\brepo not found\\b` missed "x repository is unreachable.\\nrepo not found"."""
 
     EXACT = hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_ALLOWEMPTY

@@ -139,6 +139,7 @@ class _FieldIndex:
     scan_members: tuple[int, ...] = ()  # the set's regexes a RegexScanner can take, in its pattern order
     rest_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # the set's other regexes
     scanner: RegexScanner | None = None  # installed once compiled (start_scanners); the set serves till then
+    scanner_failed: bool = False
     gapped: list[int] = field(default_factory=list)  # regexes that span a gap
     gap_filters: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a FilteredRE2, its regex indexes
     captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
@@ -217,7 +218,9 @@ class _FieldIndex:
         self.gap_filters = self._grouped(self.gapped, FILTER_GROUP, "filter", _compile_filter, parts)
 
     def install_scanner(self, built: Future[RegexScanner]) -> None:
-        self.scanner = built.result()
+        self.scanner_failed = built.exception() is not None  # _build_scanner logged it
+        if not self.scanner_failed:
+            self.scanner = built.result()
 
     def _grouped(self, indexes: list[int], size: int, kind: str, build: Callable[[tuple[str, ...]], Any],
                  parts: Parts) -> list[tuple[Any, tuple[int, ...]]]:
@@ -349,7 +352,12 @@ def scanner_for(patterns: tuple[str, ...]) -> Future[RegexScanner]:
 
 def _build_scanner(patterns: tuple[str, ...], built: Future[RegexScanner]) -> None:
     lower_priority()
-    scanner = RegexScanner(patterns)
+    try:
+        scanner = RegexScanner(patterns)
+    except Exception as exc:  # logged; the RE2 set keeps serving and /readyz says "failed"
+        log.exception("regex scanner not built; RE2's set keeps serving")
+        built.set_exception(exc)
+        return
     if scanner.always:
         log.warning("Hyperscan refuses some regexes; they run on every text",
                     extra={"regexes": [patterns[i] for i in scanner.always][:20]})
@@ -467,8 +475,10 @@ class SetMatcher:
                 patterns = tuple(index.regexes[member][0] for member in index.scan_members)
                 scanner_for(patterns).add_done_callback(index.install_scanner)
 
-    def scanners_ready(self) -> bool:
-        return all(index.scanner is not None for index in self._fields.values() if index.scan_members)
+    def scanner_state(self) -> str:
+        """ready (every field that has regexes for one has its scanner), failed, or compiling."""
+        pending = [index for index in self._fields.values() if index.scan_members and index.scanner is None]
+        return "failed" if any(index.scanner_failed for index in pending) else "compiling" if pending else "ready"
 
     def _add_block(self, block: MatchBlock, where: tuple[int, int],
                    entry_of: dict[int, tuple[int, int]]) -> dict[str, int]:

@@ -70,10 +70,10 @@ class RuleStore:
 
     @property
     def scanner_state(self) -> str:
-        """off, compiling, or ready (what /readyz reports as regex_scanner)."""
+        """off, compiling, ready or failed (what /readyz reports as regex_scanner)."""
         if not self._regex_scanner or self._current is None:
             return "off"
-        return "ready" if self._current.matcher.scanners_ready() else "compiling"
+        return self._current.matcher.scanner_state()
 
     def load_now(self) -> Ruleset:
         """Synchronous load and swap (startup, CLI). Raises RulesInvalid; the old rules stay.
