@@ -8,7 +8,6 @@ assertions; here only its shape is checked, so the split can not quietly rot.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from bench.split_corpus import origin
 from service.checks import run_case
 from service.rules.engine import Ruleset
 from service.rules.loader import load_ruleset
+from tests.test_lifecycle import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "tests" / "corpus"
@@ -88,11 +88,8 @@ def test_the_regex_scanner_and_the_re2_set_read_the_tuning_part_alike() -> None:
     confirmations instead of one RE2 set: every tuning message satisfies the same conditions."""
     on_set, scanned = load_ruleset(TUNE.parent), load_ruleset(TUNE.parent)
     scanned.matcher.start_scanners()
-    index = scanned.matcher._fields["message"]
-    deadline = time.monotonic() + 120
-    while index.scanner is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert index.scanner is not None and len(index.scan_members) > 1000
+    wait_for(lambda: scanned.matcher.scanner_state() != "compiling", timeout=120)
+    assert scanned.matcher.scanner_state() == "ready" and len(scanned.matcher._fields["message"].scan_members) > 1000
     messages = [str(case["report"]["message"]) for _, case in TUNE_CASES if case["report"].get("message")]
     differ = [m for m in messages if on_set.matcher.satisfied({"message": [m]}, None)
               != scanned.matcher.satisfied({"message": [m]}, None)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import re2
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from service.rules.literals import LiteralSet, RegexScanner
 from service.rules.matcher import Entry, SetMatcher, re2_options
 from service.schema.match import MatchBlock
+from tests.test_lifecycle import wait_for
 
 ALPHABET = b"ab \x00\xc3\xa9"  # few symbols, so literals overlap and repeat; NUL and UTF-8 bytes too
 
@@ -97,11 +97,8 @@ def _matcher(patterns: list[str]) -> SetMatcher:
 
 def _wait_for_scanner(matcher: SetMatcher) -> None:
     matcher.start_scanners()
-    index = matcher._fields["message"]
-    deadline = time.monotonic() + 60
-    while index.scanner is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert index.scanner is not None
+    wait_for(lambda: matcher.scanner_state() != "compiling", timeout=60)
+    assert matcher.scanner_state() == "ready"
 
 
 def test_a_field_reads_ascii_through_its_scanner_and_the_rest_through_the_set() -> None:
@@ -139,8 +136,6 @@ def test_a_scanner_that_cannot_be_built_is_logged_and_the_set_keeps_serving(
     matcher = _matcher([r"\bdisk quota\b", r"\bout of space\b"])
     assert matcher.scanner_state() == "compiling"
     matcher.start_scanners()
-    deadline = time.monotonic() + 30
-    while matcher.scanner_state() == "compiling" and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: matcher.scanner_state() != "compiling", timeout=30)
     assert matcher.scanner_state() == "failed" and "regex scanner not built" in caplog.text
     assert len(matcher.satisfied({"message": ["disk quota hit, out of space"]}, None)) == 2
