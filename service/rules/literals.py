@@ -95,8 +95,8 @@ class RegexScanner(_Scanner):
         """A pattern Hyperscan refuses even as a prefilter (`x\\b{3}`, an anchor inside `a^b`) is
         named on every scan (`always`). Finding it compiles each pattern alone (~5 ms each), only
         when the whole set is refused."""
-        flags = {i: self.LOOSE if any(mark in pattern for mark in _READ_OTHERWISE) else self.EXACT
-                 for i, pattern in enumerate(patterns)}
+        # PCRE's `$` also matches before a final newline: such a pattern is a prefilter, RE2 confirms
+        flags = {i: self.LOOSE if "$" in pattern else self.EXACT for i, pattern in enumerate(patterns)}
         try:
             database = self._compiled(patterns, flags)
         except hyperscan.error:
@@ -138,5 +138,3 @@ class RegexScanner(_Scanner):
         """ASCII, and none of the RE2 syntax Hyperscan's PCRE reads otherwise or refuses."""
         return pattern.isascii() and not any(marker in pattern for marker in RE2_ONLY)
 
-
-_READ_OTHERWISE = ("$",)  # by PCRE: before a final newline too

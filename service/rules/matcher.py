@@ -139,7 +139,7 @@ class _FieldIndex:
     scan_members: tuple[int, ...] = ()  # the set's regexes a RegexScanner can take, in its pattern order
     rest_sets: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # the set's other regexes
     scanner: RegexScanner | None = None  # installed once compiled (start_scanners); the set serves till then
-    scanner_failed: bool = False
+    scanner_build: Future[RegexScanner] | None = None  # the build start_scanners asked for
     gapped: list[int] = field(default_factory=list)  # regexes that span a gap
     gap_filters: list[tuple[Any, tuple[int, ...]]] = field(default_factory=list)  # a FilteredRE2, its regex indexes
     captures: dict[int, list[Any]] = field(default_factory=dict)  # spec id -> its regexes that have groups
@@ -218,8 +218,7 @@ class _FieldIndex:
         self.gap_filters = self._grouped(self.gapped, FILTER_GROUP, "filter", _compile_filter, parts)
 
     def install_scanner(self, built: Future[RegexScanner]) -> None:
-        self.scanner_failed = built.exception() is not None  # _build_scanner logged it
-        if not self.scanner_failed:
+        if built.exception() is None:  # else _build_scanner logged it, and the set keeps serving
             self.scanner = built.result()
 
     def _grouped(self, indexes: list[int], size: int, kind: str, build: Callable[[tuple[str, ...]], Any],
@@ -473,12 +472,15 @@ class SetMatcher:
         for index in self._fields.values():
             if index.scan_members:
                 patterns = tuple(index.regexes[member][0] for member in index.scan_members)
-                scanner_for(patterns).add_done_callback(index.install_scanner)
+                index.scanner_build = scanner_for(patterns)
+                index.scanner_build.add_done_callback(index.install_scanner)
 
     def scanner_state(self) -> str:
         """ready (every field that has regexes for one has its scanner), failed, or compiling."""
-        pending = [index for index in self._fields.values() if index.scan_members and index.scanner is None]
-        return "failed" if any(index.scanner_failed for index in pending) else "compiling" if pending else "ready"
+        pending = [index.scanner_build for index in self._fields.values()
+                   if index.scan_members and index.scanner is None]
+        failed = any(build is not None and build.done() and build.exception() is not None for build in pending)
+        return "failed" if failed else "compiling" if pending else "ready"
 
     def _add_block(self, block: MatchBlock, where: tuple[int, int],
                    entry_of: dict[int, tuple[int, int]]) -> dict[str, int]:
