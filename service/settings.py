@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     fallback: Literal["on", "off"] = Field("on", description="The learned fallback for what no rule matches.")
-    fallback_min_confidence: float = Field(0.8, ge=0, le=1,
+    fallback_min_confidence: float = Field(0.65, ge=0, le=1,
                                            description="Below this probability the fallback answers unknown.")
     regex_scanner: Literal["on", "off"] = Field(
         "on", description="Match the message regexes with Hyperscan once it has compiled them after a load "
