@@ -101,6 +101,8 @@ def main() -> None:
     parser.add_argument("--collections", type=int, default=9)
     parser.add_argument("--thresholds", default="0.5,0.55,0.6,0.65,0.7,0.75,0.8")
     args = parser.parse_args()
+    if git("rev-parse", "--is-shallow-repository").strip() == "true":
+        sys.exit("this needs the repository's history: run it in a full clone (git fetch --unshallow)")
     verdicts: list[Verdict] = []
     for commit in collections(args.collections):
         with tempfile.TemporaryDirectory() as scratch:
