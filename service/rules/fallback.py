@@ -69,6 +69,10 @@ def tokens_of(error: NormalizedError, provider_kind: str | None) -> str:
     return " ".join(tokens)
 
 
+_Columns = NDArray[numpy.intp]
+_Values = NDArray[numpy.float64]
+_NO_COLUMNS: _Columns = numpy.zeros(0, dtype=numpy.intp)
+_NO_VALUES: _Values = numpy.zeros(0, dtype=numpy.float64)
 _CHAR_GRAMS = {"analyzer": "char_wb", "ngram_range": (3, 5)}
 _WORDS = {"analyzer": "word", "token_pattern": r"\S+"}
 
@@ -176,20 +180,19 @@ class Fallback:
         """The "class/reason" labels, in the order `probabilities` answers them."""
         return self._labels
 
-    def _vector(self, error: NormalizedError, provider_kind: str | None) -> tuple[list[int], list[float]]:
-        columns: list[int] = []
-        values: list[float] = []
-        for block, text in zip(self._blocks, (text_of(error), tokens_of(error, provider_kind)), strict=True):
-            block.vector(text, columns, values)
-        return columns, values
+    def _vector(self, error: NormalizedError, provider_kind: str | None) -> tuple[_Columns, _Values]:
+        """The report's tf-idf row: its columns and their values, both blocks, as arrays."""
+        texts = (text_of(error), tokens_of(error, provider_kind))
+        parts = [block.vector(text) for block, text in zip(self._blocks, texts, strict=True)]
+        return numpy.concatenate([columns for columns, _ in parts]), numpy.concatenate([values for _, values in parts])
 
     def probabilities(self, error: NormalizedError, provider_kind: str | None) -> NDArray[numpy.float64]:
         """Each label's probability, as sklearn's predict_proba gives it (one-vs-rest sigmoids, normalized)."""
         return self._probabilities(*self._vector(error, provider_kind))
 
-    def _probabilities(self, columns: list[int], values: list[float]) -> NDArray[numpy.float64]:
+    def _probabilities(self, columns: _Columns, values: _Values) -> NDArray[numpy.float64]:
         fitted = self._fitted
-        decision = fitted.intercept + numpy.asarray(values) @ fitted.weights[columns] if columns else fitted.intercept
+        decision = fitted.intercept + values @ fitted.weights[columns] if len(columns) else fitted.intercept
         sigmoid: NDArray[numpy.float64] = 1.0 / (1.0 + numpy.exp(-decision))
         normalized: NDArray[numpy.float64] = sigmoid / sigmoid.sum()
         return normalized
@@ -211,16 +214,16 @@ class Fallback:
         leaned_on = self._leaned_on(columns, values, best) if explain else {}
         return Guess(class_id, reason, round(confidence, 4), leaned_on)
 
-    def _leaned_on(self, columns: list[int], values: list[float], label: int) -> dict[str, Any]:
+    def _leaned_on(self, columns: _Columns, values: _Values, label: int) -> dict[str, Any]:
         """The strongest features for the chosen label, and the nearest labelled examples."""
         fitted = self._fitted
         weights = fitted.weights[:, label]
-        contributions = sorted(((float(v * weights[j]), j) for j, v in zip(columns, values, strict=True)),
+        contributions = sorted(zip((values * weights[columns]).tolist(), columns.tolist(), strict=True),
                                reverse=True)[:_STRONGEST]
-        similarity = numpy.zeros(fitted.train_rows.shape[0])
-        if columns:  # the cosine of L2-normalized rows: a sparse dot product with this row
-            similarity = fitted.train_rows[:, columns] @ numpy.asarray(values)
-        nearest = numpy.asarray(similarity).ravel().argsort()[::-1][:_NEAREST]
+        similarity: NDArray[numpy.float64] = numpy.zeros(fitted.train_rows.shape[0])
+        if len(columns):  # the cosine of L2-normalized rows: a sparse dot product with this row
+            similarity = numpy.asarray(fitted.train_rows[:, columns] @ values).ravel()
+        nearest = similarity.argsort()[::-1][:_NEAREST]
         return {
             "model": "linear classifier (logistic loss) over character n-grams and shape tokens",
             "strongest_features": [{"feature": self._feature_name(j), "weight": round(w, 3)}
@@ -253,16 +256,15 @@ class _Block:
         self._per_word = per_word
         self._word_columns: dict[str, tuple[int, ...]] = {}  # a pure memo; bounded, cleared when full
 
-    def vector(self, text: str, columns: list[int], values: list[float]) -> None:
-        """Append this block's tf-idf entries (L2-normalized within the block, as TfidfVectorizer does)."""
+    def vector(self, text: str) -> tuple[_Columns, _Values]:
+        """This block's tf-idf entries (L2-normalized within the block, as TfidfVectorizer does)."""
         counted = self._counted_words(text) if self._per_word else self._counted(text)
         if not counted:
-            return
-        found = numpy.fromiter(counted.keys(), dtype=numpy.int64, count=len(counted))
+            return _NO_COLUMNS, _NO_VALUES
+        found = numpy.fromiter(counted.keys(), dtype=numpy.intp, count=len(counted))
         seen = numpy.fromiter(counted.values(), dtype=numpy.float64, count=len(counted))
         weights = (1.0 + numpy.log(seen) if self._sublinear else seen) * self._idf[found]
-        columns.extend((found + self._offset).tolist())
-        values.extend((weights / math.sqrt(weights @ weights)).tolist())
+        return found + self._offset, weights / math.sqrt(weights @ weights)
 
     def _known(self, text: str) -> list[int]:
         """The column of each of the text's terms the vocabulary has, in the analyzer's order."""
