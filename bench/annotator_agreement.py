@@ -6,7 +6,7 @@ two independent annotators' labels for the same 300 held-out cases, each made fr
 alone. Printed: how often each agrees with the collectors (class, reason, provider, hard
 negatives kept unknown) and with the other, and the tables' class accuracy on the same cases,
 with and without the fallback, also on the cases where both annotators agree with the
-collectors (what the text decides).
+collectors (what the text decides), and against the readers' own label where they agree.
 
     python bench/annotator_agreement.py [--min-confidence P]
 """
@@ -73,10 +73,13 @@ def main() -> None:
     for name, ruleset in (("rules", load_ruleset(ROOT / "rules")),
                           (f"rules + fallback ({opts.min_confidence})",
                            load_ruleset(ROOT / "rules", fallback_min_confidence=opts.min_confidence))):
-        right = [_class_of(ruleset, case.report) == case.expect["class"] for case in cases]
+        got = [_class_of(ruleset, case.report) for case in cases]
+        right = [g == case.expect["class"] for g, case in zip(got, cases, strict=True)]
         where_decided = [ok for ok, sure in zip(right, decided, strict=True) if sure]
+        as_readers = [g == a["class"] for g, a, b in zip(got, second, third, strict=True) if a["class"] == b["class"]]
         print(f"the tables, {name}: class {_share(sum(right), len(right))}; on the {len(where_decided)} cases "
-              f"both annotators label as the collectors did {_share(sum(where_decided), len(where_decided))}")
+              f"both annotators label as the collectors did {_share(sum(where_decided), len(where_decided))}; "
+              f"against the two readers' own label where they agree {_share(sum(as_readers), len(as_readers))}")
 
 
 if __name__ == "__main__":
