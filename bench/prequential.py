@@ -37,7 +37,7 @@ MIN_FILES = 10  # a commit that adds this many example files is a collection
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Scored:
     want: tuple[str, str]
     got: tuple[str, str]
     by_fallback: bool
@@ -68,7 +68,7 @@ def added_files(commit: str) -> list[str]:
     return git("diff", "--name-only", "--diff-filter=A", f"{commit}^", commit, "--", EXAMPLES).split()
 
 
-def score_collection(commit: str, scratch: Path) -> list[Verdict]:
+def score_collection(commit: str, scratch: Path) -> list[Scored]:
     """The commit's new tuning cases, triaged by the rules and a fallback trained from its parent."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", f"{commit}^", "rules"],
                              capture_output=True, check=True).stdout
@@ -79,12 +79,12 @@ def score_collection(commit: str, scratch: Path) -> list[Verdict]:
     for path in added_files(commit):
         for item in yaml.safe_load(git("show", f"{commit}:{path}"))["examples"]:
             got, _, _ = triage(ErrorReport.model_validate(item["report"]), ruleset, "bench")
-            verdicts.append(Verdict((item["expect"]["class"], item["expect"]["reason"]), (got.class_, got.reason),
+            verdicts.append(Scored((item["expect"]["class"], item["expect"]["reason"]), (got.class_, got.reason),
                                     got.decided_by == "fallback", got.confidence or 0.0))
     return verdicts
 
 
-def line(verdicts: list[Verdict], threshold: float) -> str:
+def line(verdicts: list[Scored], threshold: float) -> str:
     answers = [(v.want, v.at(threshold)) for v in verdicts]
     negatives = [got[0] == "unknown" for want, got in answers if want[0] == "unknown"]
     right: Counter[str] = Counter()
@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     if git("rev-parse", "--is-shallow-repository").strip() == "true":
         sys.exit("this needs the repository's history: run it in a full clone (git fetch --unshallow)")
-    verdicts: list[Verdict] = []
+    verdicts: list[Scored] = []
     for commit in collections(args.collections):
         with tempfile.TemporaryDirectory() as scratch:
             scored = score_collection(commit, Path(scratch))
