@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,16 @@ import uvicorn
 from service.api.server import HTTP_PROTOCOL
 
 _HANDED_OUT: set[int] = set()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
+    """Poll `predicate` every 0.1 s until it holds; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
 
 
 def free_port() -> int:

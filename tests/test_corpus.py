@@ -19,7 +19,7 @@ from bench.split_corpus import origin
 from service.checks import run_case
 from service.rules.engine import Ruleset
 from service.rules.loader import load_ruleset
-from tests.test_lifecycle import wait_for
+from tests.servers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "tests" / "corpus"

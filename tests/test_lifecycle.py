@@ -19,7 +19,7 @@ from service.api.server import HTTP_PROTOCOL, NoDelayH11Protocol, _NoDelay, set_
 from service.metrics import Metrics
 from service.rules.store import RuleStore
 from service.settings import DEFAULT_RULES_DIR
-from tests.servers import Process
+from tests.servers import Process, wait_for
 from tests.test_api import samples
 
 NEW_RULE = """
@@ -33,15 +33,6 @@ rules:
 """
 BROKEN = ("rules:\n  - id: broken\n    class: account_level\n    reason: plan_limit\n"
           "    match: {message: {regex: ['(?=x)']}}\n")
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def version(client: httpx.Client) -> str:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from service.rules.literals import LiteralSet, RegexScanner
 from service.rules.matcher import Entry, SetMatcher, re2_options
 from service.schema.match import MatchBlock
-from tests.test_lifecycle import wait_for
+from tests.servers import wait_for
 
 ALPHABET = b"ab \x00\xc3\xa9"  # few symbols, so literals overlap and repeat; NUL and UTF-8 bytes too
 
