@@ -117,6 +117,19 @@ def test_a_field_reads_ascii_through_its_scanner_and_the_rest_through_the_set() 
     assert before == after == texts
 
 
+def test_a_gap_regex_stays_with_re2_where_hyperscan_misses_its_match() -> None:
+    """Hyperscan (the library bundled with hyperscan 0.9.1) missed this match of a shipped family's
+    gap regex on 2026-12-02, even in prefilter mode, where RE2 finds it. Gap regexes run in RE2's
+    FilteredRE2, never in the scanner, so a reader of the whole table finds it either way."""
+    gap = r"(?s)\b(?:credentials?|token|api key)\b.{0,160}\bre-?authenticate\b"
+    text = "Your Zendesk token may be expired or invalid. Re-authenticate to get a new token."
+    matcher = _matcher([gap, r"\bzendesk\b"])
+    _wait_for_scanner(matcher)
+    index = matcher._fields["message"]
+    assert [index.regexes[i][0] for i in index.scan_members] == [r"\bzendesk\b"]
+    assert sorted(matcher.satisfied({"message": [text]}, None)) == [0, 1]
+
+
 def test_a_regex_hyperscan_refuses_runs_on_every_text(caplog: pytest.LogCaptureFixture) -> None:
     matcher = _matcher([r"\brate limit\b", r"x\b{3}", r"(?:^|\s)quota^"])  # RE2 reads these; Hyperscan refuses
     _wait_for_scanner(matcher)
