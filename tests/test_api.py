@@ -225,6 +225,10 @@ def test_openapi_declares_bodies_and_problem_responses(api: httpx.Client) -> Non
     for status in ("400", "413", "422"):
         assert "application/problem+json" in errors["responses"][status]["content"]
     assert {"ErrorReport", "Classification", "Problem", "BatchRequest"} <= set(doc["components"]["schemas"])
+    limit_refused = doc["paths"]["/v1/unknowns"]["get"]["responses"]["422"]  # ?limit=0
+    assert list(limit_refused["content"]) == ["application/problem+json"]
+    probe = doc["paths"]["/v1/notifications/test"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"type": "string", "maxLength": 320, "format": "email"} in probe["properties"]["to"]["anyOf"]
     assert api.get("/docs").status_code == 200
 
 

@@ -22,7 +22,7 @@ DOCS_ASSETS = "/docs/assets"
 router = APIRouter()
 
 
-@router.get("/v1/unknowns", dependencies=[AdminDep], responses=problem_responses(401, 403, 503),
+@router.get("/v1/unknowns", dependencies=[AdminDep], responses=problem_responses(401, 403, 422, 503),
             summary="The unknowns inbox: groups of reports no rule decided, each with a drafted rule")
 async def unknowns(services: ServicesDep, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
     """Most frequent first. A group's `draft_rule` is YAML for rules/classes/ with a test case made

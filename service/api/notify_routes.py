@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,7 +20,8 @@ class ChannelTestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     channel: str = Field(..., min_length=1, max_length=100, description="A channel id from rules/routes/.")
-    to: str | None = Field(None, max_length=320, description="Recipient for an email channel (else its fixed `to`).")
+    to: Annotated[str, Field(max_length=320, json_schema_extra={"format": "email"})] | None = Field(
+        None, description="Recipient for an email channel (else its fixed `to`).")
 
     @field_validator("to")
     @classmethod

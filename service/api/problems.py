@@ -64,7 +64,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing or wrong bearer token.",
         403: "Admin endpoints are disabled (no ERRTRIAGE_ADMIN_TOKEN).",
         413: "The body is larger than ERRTRIAGE_MAX_BODY_BYTES.",
-        422: "The body does not fit the schema; every field error is listed.",
+        422: "The body or a query parameter does not fit the schema; every field error is listed.",
         503: "Not ready.",
     }
     return {status: _openapi_entry(texts[status]) for status in statuses}
