@@ -27,6 +27,14 @@ _SHAPES: tuple[tuple[str, str], ...] = (
     ("github_token", r"(?-i:\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))"),
     ("gitlab_token", r"(?-i:\bgl(?:pat|oas|dt|rt|ptt|ft|imt|agent|cbt)-[A-Za-z0-9_-]{16,})"),
     ("slack_token", r"(?-i:\bxox[abposr]-[A-Za-z0-9-]{10,})"),
+    # Keys of the AI providers and the SaaS APIs agents call, by their documented prefixes.
+    ("vendor_key", (r"(?-i:\b(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{30,}"
+                    r"|gsk_[A-Za-z0-9]{20,}|pplx-[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}"
+                    r"|fw_[A-Za-z0-9]{20,}|tvly-(?:dev-|prod-)?[A-Za-z0-9]{20,}|fc-[0-9a-f]{32}\b"
+                    r"|lsv2_(?:pt|sk)_[A-Za-z0-9_]{20,}|pcsk_[A-Za-z0-9_]{20,}|(?:secret|ntn)_[A-Za-z0-9]{30,}"
+                    r"|lin_api_[A-Za-z0-9]{30,}|shp(?:at|ca|pa|ss)_[A-Fa-f0-9]{32}|ATATT[A-Za-z0-9_=-]{30,}"
+                    r"|ya29\.[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}|do[por]_v1_[a-f0-9]{64}"
+                    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}))")),
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+"),
     ("aws_access_key", r"(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
     ("aws_secret", r"((?P<k1>aws_secret_access_key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{30,})"),
@@ -39,6 +47,9 @@ _SHAPES: tuple[tuple[str, str], ...] = (
          r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{4,}"),
     ),
     ("query_key", r"(?P<k6>[?&](?:key|token|api_key|apikey|access_token|sig|signature)=)[^&\s\"']{4,}"),
+    # A key of no known shape, where a body or a provider's message names it as one.
+    ("json_key", r"(?P<k7>\"(?:key|token)\"\s*:\s*\")[A-Za-z0-9_~+/=-]{16,}"),
+    ("provided_key", r"(?P<k8>\bkey provided:\s*)[A-Za-z0-9_~+/=-]{16,}"),
 )
 
 _PATTERN = re.compile("|".join(f"(?P<{name}>{body})" for name, body in _SHAPES), re.IGNORECASE)
@@ -57,7 +68,7 @@ def _detector() -> re2.Set:
 
 
 _DETECTOR = _detector()
-_KEPT_GROUPS = ("k1", "k2", "k3", "k4", "k5", "k6")
+_KEPT_GROUPS = ("k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8")
 
 
 def _mask(match: re.Match[str]) -> str:
