@@ -8,7 +8,9 @@ what kind of secret was there.
 
 from __future__ import annotations
 
+import functools
 import re
+from itertools import chain
 from typing import Any
 
 import re2
@@ -17,26 +19,34 @@ REDACTED = "[REDACTED]"
 
 # Words that follow the scheme name in prose ("Basic authentication is deprecated"), not credentials.
 _SCHEME_WORDS = r"(?:authentication|authorization|credentials?|tokens?|required|scheme|header|access)\b"
+# Keys by their vendors' documented prefixes, (prefix, rest), case-sensitive. The prefix is no
+# secret and stays before the mask: it tells whose key was sent, the usual story behind an
+# "Incorrect API key provided: gsk_[REDACTED]" (a Groq key sent to OpenAI). Order matters where
+# one prefix starts another (sk-ant- and sk-or-v1- before sk-).
+_VENDOR_KEYS: tuple[tuple[str, str], ...] = (
+    ("sk-ant-", "[A-Za-z0-9_-]{16,}"), ("sk-or-v1-", "[A-Za-z0-9]{20,}"),  # Anthropic, OpenRouter
+    ("sk-(?:proj-|svcacct-|admin-)?", "[A-Za-z0-9_-]{20,}"),  # OpenAI, and the many that copied its shape
+    ("AIza", "[0-9A-Za-z_-]{30,}"), ("ya29\\.", "[A-Za-z0-9_-]{20,}"),  # Google API key, OAuth token
+    ("gh[pousr]_", "[A-Za-z0-9]{30,}"), ("github_pat_", "[A-Za-z0-9_]{30,}"),
+    ("gl(?:pat|oas|dt|rt|ptt|ft|imt|agent|cbt)-", "[A-Za-z0-9_-]{16,}"), ("xox[abposr]-", "[A-Za-z0-9-]{10,}"),
+    ("(?:AKIA|ASIA)", "[0-9A-Z]{16}\\b"),
+    ("(?:sk|rk)_(?:live|test)_", "[A-Za-z0-9]{16,}"), ("whsec_", "[A-Za-z0-9]{20,}"),  # Stripe
+    ("hf_", "[A-Za-z0-9]{30,}"), ("gsk_", "[A-Za-z0-9]{20,}"), ("pplx-", "[A-Za-z0-9]{20,}"),
+    ("xai-", "[A-Za-z0-9]{20,}"), ("r8_", "[A-Za-z0-9]{20,}"), ("fw_", "[A-Za-z0-9]{20,}"),
+    ("tvly-(?:dev-|prod-)?", "[A-Za-z0-9]{20,}"), ("fc-", "[0-9a-f]{32}\\b"),  # Tavily, Firecrawl
+    ("lsv2_(?:pt|sk)_", "[A-Za-z0-9_]{20,}"), ("pcsk_", "[A-Za-z0-9_]{20,}"),  # LangSmith, Pinecone
+    ("(?:secret|ntn)_", "[A-Za-z0-9]{30,}"), ("lin_api_", "[A-Za-z0-9]{30,}"),  # Notion, Linear
+    ("shp(?:at|ca|pa|ss)_", "[A-Fa-f0-9]{32}"), ("ATATT", "[A-Za-z0-9_=-]{30,}"),  # Shopify, Atlassian
+    ("npm_", "[A-Za-z0-9]{36}"), ("do[por]_v1_", "[a-f0-9]{64}"), ("SG\\.", "[A-Za-z0-9_-]{16,}\\.[A-Za-z0-9_-]{16,}"),
+)
+# Before a key of no known shape: not a vendor's key, which its own shape masks keeping the prefix.
+_NOT_VENDOR_KEY = "(?!(?-i:" + "|".join(prefix for prefix, _ in _VENDOR_KEYS) + "))"
 # (name, pattern); a group named k<N> is a harmless prefix kept verbatim before the mask.
 _SHAPES: tuple[tuple[str, str], ...] = (
     ("private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{0,8192}?-----END [A-Z ]*PRIVATE KEY-----"),
     ("jwt", r"(?-i:\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,})"),
-    ("anthropic_key", r"(?-i:\bsk-ant-[A-Za-z0-9_-]{16,})"),
-    ("openai_key", r"(?-i:\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"),
-    ("google_key", r"(?-i:\bAIza[0-9A-Za-z_-]{30,})"),
-    ("github_token", r"(?-i:\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))"),
-    ("gitlab_token", r"(?-i:\bgl(?:pat|oas|dt|rt|ptt|ft|imt|agent|cbt)-[A-Za-z0-9_-]{16,})"),
-    ("slack_token", r"(?-i:\bxox[abposr]-[A-Za-z0-9-]{10,})"),
-    # Keys of the AI providers and the SaaS APIs agents call, by their documented prefixes.
-    ("vendor_key", (r"(?-i:\b(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{30,}"
-                    r"|gsk_[A-Za-z0-9]{20,}|pplx-[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}"
-                    r"|fw_[A-Za-z0-9]{20,}|tvly-(?:dev-|prod-)?[A-Za-z0-9]{20,}|fc-[0-9a-f]{32}\b"
-                    r"|lsv2_(?:pt|sk)_[A-Za-z0-9_]{20,}|pcsk_[A-Za-z0-9_]{20,}|(?:secret|ntn)_[A-Za-z0-9]{30,}"
-                    r"|lin_api_[A-Za-z0-9]{30,}|shp(?:at|ca|pa|ss)_[A-Fa-f0-9]{32}|ATATT[A-Za-z0-9_=-]{30,}"
-                    r"|ya29\.[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}|do[por]_v1_[a-f0-9]{64}"
-                    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}))")),
+    *((f"vendor_key{i}", rf"(?-i:\b(?P<kv{i}>{prefix}){rest})") for i, (prefix, rest) in enumerate(_VENDOR_KEYS)),
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+"),
-    ("aws_access_key", r"(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
     ("aws_secret", r"((?P<k1>aws_secret_access_key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{30,})"),
     ("bearer", r"(?P<k2>\bbearer\s+)(?!" + _SCHEME_WORDS + r")[A-Za-z0-9._~+/=-]{8,}"),
     ("basic_auth", r"(?P<k3>\bbasic\s+)(?!" + _SCHEME_WORDS + r")[A-Za-z0-9+/]{8,}={0,2}"),
@@ -48,42 +58,58 @@ _SHAPES: tuple[tuple[str, str], ...] = (
     ),
     ("query_key", r"(?P<k6>[?&](?:key|token|api_key|apikey|access_token|sig|signature)=)[^&\s\"']{4,}"),
     # A key of no known shape, where a body or a provider's message names it as one.
-    ("json_key", r"(?P<k7>\"(?:key|token)\"\s*:\s*\")[A-Za-z0-9_~+/=-]{16,}"),
-    ("provided_key", r"(?P<k8>\bkey provided:\s*)[A-Za-z0-9_~+/=-]{16,}"),
+    ("json_key", r"(?P<k7>\"(?:key|token)\"\s*:\s*\")" + _NOT_VENDOR_KEY + r"[A-Za-z0-9_~+/=-]{16,}"),
+    ("provided_key", r"(?P<k8>\bkey provided:\s*)" + _NOT_VENDOR_KEY + r"[A-Za-z0-9_~+/=-]{16,}"),
 )
 
-_PATTERN = re.compile("|".join(f"(?P<{name}>{body})" for name, body in _SHAPES), re.IGNORECASE)
+# Each shape's kept prefix group, if it has one: the mask reads the matched shape's (`lastgroup`).
+_KEPT_GROUP = {name: next((group for group in re.compile(body).groupindex if group.startswith("k")), None)
+               for name, body in _SHAPES}
+_VENDOR_SHAPES = tuple(name for name, _ in _SHAPES if name.startswith("vendor_key"))
 
 
-def _detector() -> re2.Set:
-    """Every shape in one RE2 set (lookarounds and long bounded repeats, which RE2 lacks, loosened: a superset)."""
+def _detector() -> tuple[re2.Set, list[tuple[str, ...]]]:
+    """Every shape in one RE2 set, loosened to a superset (lookarounds and long bounded repeats,
+    which RE2 lacks, dropped; the vendors' keys as their prefixes and 8 more characters), and
+    the shapes each of its entries stands for."""
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False
     detector = re2.Set.SearchSet(options)
-    for _, body in _SHAPES:
-        detector.Add(body.replace("(?=@)", "@").replace("{0,8192}?", "*?").replace(f"(?!{_SCHEME_WORDS})", ""))
+    detector.Add(r"(?-i:\b(?:" + "|".join(prefix for prefix, _ in _VENDOR_KEYS) + r"))[A-Za-z0-9_.=-]{8}")
+    entries = [_VENDOR_SHAPES]
+    for name, body in _SHAPES:
+        if name not in _VENDOR_SHAPES:
+            detector.Add(body.replace("(?=@)", "@").replace("{0,8192}?", "*?").replace(f"(?!{_SCHEME_WORDS})", "")
+                         .replace(_NOT_VENDOR_KEY, ""))
+            entries.append((name,))
     detector.Compile()
-    return detector
+    return detector, entries
 
 
-_DETECTOR = _detector()
-_KEPT_GROUPS = ("k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8")
+_DETECTOR, _ENTRY_SHAPES = _detector()
+
+
+@functools.lru_cache(maxsize=128)
+def _pattern(shapes: frozenset[str]) -> re.Pattern[str]:
+    """One alternation of just the shapes the detector saw, in table order (the first that
+    matches at a position wins, as in the whole table: a shape the detector did not see matches
+    nowhere in the text). Python's engine tries every alternative at every position, so a text
+    with one bearer token need not pay for forty shapes."""
+    return re.compile("|".join(f"(?P<{name}>{body})" for name, body in _SHAPES if name in shapes), re.IGNORECASE)
 
 
 def _mask(match: re.Match[str]) -> str:
-    for group in _KEPT_GROUPS:
-        kept = match.group(group)
-        if kept is not None:
-            return kept + REDACTED
-    return REDACTED
+    kept = _KEPT_GROUP[match.lastgroup or ""]
+    return (match.group(kept) if kept else "") + REDACTED
 
 
 def redact(text: str) -> str:
     """Return text with every known secret shape replaced by [REDACTED]."""
-    if not text or _DETECTOR.Match(text) is None:
+    found = _DETECTOR.Match(text) if text else None
+    if not found:
         return text
-    return _PATTERN.sub(_mask, text)
+    return _pattern(frozenset(chain.from_iterable(map(_ENTRY_SHAPES.__getitem__, found)))).sub(_mask, text)
 
 
 def redact_value(value: Any, depth: int = 0) -> Any:
