@@ -222,6 +222,14 @@ def test_a_key_of_no_known_shape_is_redacted_where_the_text_names_it_a_key() -> 
         assert redact(harmless) == harmless
 
 
+def test_a_text_with_several_kinds_of_secret_has_each_masked() -> None:
+    """The detector names the shapes present; the masking pass runs just those, all of them."""
+    text = ("Authorization: Bearer abcdefghijklmnop; sent gsk_AbCdEfGhIjKlMnOpQrStUvWx to "
+            "https://bot:hunter2hunter2@git.example.org/r.git?token=zzzzzzzz with api_key=q1w2e3r4")
+    assert redact(text) == ("Authorization: Bearer [REDACTED]; sent gsk_[REDACTED] to "
+                            "https://bot:[REDACTED]@git.example.org/r.git?token=[REDACTED] with api_key=[REDACTED]")
+
+
 def test_scheme_names_in_prose_are_not_credentials() -> None:
     assert redact("Basic authentication with passwords is deprecated") == (
         "Basic authentication with passwords is deprecated")
