@@ -39,8 +39,9 @@ _VENDOR_KEYS: tuple[tuple[str, str], ...] = (
     ("shp(?:at|ca|pa|ss)_", "[A-Fa-f0-9]{32}"), ("ATATT", "[A-Za-z0-9_=-]{30,}"),  # Shopify, Atlassian
     ("npm_", "[A-Za-z0-9]{36}"), ("do[por]_v1_", "[a-f0-9]{64}"), ("SG\\.", "[A-Za-z0-9_-]{16,}\\.[A-Za-z0-9_-]{16,}"),
 )
-# Before a key of no known shape: not a vendor's key, which its own shape masks keeping the prefix.
-_NOT_VENDOR_KEY = "(?!(?-i:" + "|".join(prefix for prefix, _ in _VENDOR_KEYS) + "))"
+# Before a key of no known shape: not a JWT or a vendor's key, which their own shapes mask whole
+# (a JWT's dots would end the generic run and leave its signature) or keeping the prefix.
+_NOT_KNOWN_SHAPE = "(?!(?-i:eyJ|" + "|".join(prefix for prefix, _ in _VENDOR_KEYS) + "))"
 # (name, pattern); a group named k<N> is a harmless prefix kept verbatim before the mask.
 _SHAPES: tuple[tuple[str, str], ...] = (
     ("private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{0,8192}?-----END [A-Z ]*PRIVATE KEY-----"),
@@ -58,8 +59,8 @@ _SHAPES: tuple[tuple[str, str], ...] = (
     ),
     ("query_key", r"(?P<k6>[?&](?:key|token|api_key|apikey|access_token|sig|signature)=)[^&\s\"']{4,}"),
     # A key of no known shape, where a body or a provider's message names it as one.
-    ("json_key", r"(?P<k7>\"(?:key|token)\"\s*:\s*\")" + _NOT_VENDOR_KEY + r"[A-Za-z0-9_~+/=-]{16,}"),
-    ("provided_key", r"(?P<k8>\bkey provided:\s*)" + _NOT_VENDOR_KEY + r"[A-Za-z0-9_~+/=-]{16,}"),
+    ("json_key", r"(?P<k7>\"(?:key|token)\"\s*:\s*\")" + _NOT_KNOWN_SHAPE + r"[A-Za-z0-9_~+/=-]{16,}"),
+    ("provided_key", r"(?P<k8>\bkey provided:\s*)" + _NOT_KNOWN_SHAPE + r"[A-Za-z0-9_~+/=-]{16,}"),
 )
 
 # Each shape's kept prefix group, if it has one: the mask reads the matched shape's (`lastgroup`).
@@ -81,7 +82,7 @@ def _detector() -> tuple[re2.Set, list[tuple[str, ...]]]:
     for name, body in _SHAPES:
         if name not in _VENDOR_SHAPES:
             detector.Add(body.replace("(?=@)", "@").replace("{0,8192}?", "*?").replace(f"(?!{_SCHEME_WORDS})", "")
-                         .replace(_NOT_VENDOR_KEY, ""))
+                         .replace(_NOT_KNOWN_SHAPE, ""))
             entries.append((name,))
     detector.Compile()
     return detector, entries

@@ -216,6 +216,9 @@ def test_each_vendors_key_is_masked_after_its_prefix_wherever_it_stands(prefix: 
 def test_a_key_of_no_known_shape_is_redacted_where_the_text_names_it_a_key() -> None:
     assert redact('{"error": "invalid", "key": "Zx81kqPq09aLm3Ns7Uv2"}') == '{"error": "invalid", "key": "[REDACTED]"}'
     assert redact("Incorrect API key provided: Zx81kqPq09aLm3Ns7Uv2") == "Incorrect API key provided: [REDACTED]"
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    assert redact(f"Incorrect API key provided: {jwt}") == "Incorrect API key provided: [REDACTED]"
+    assert redact(f'{{"key": "{jwt}"}}') == '{"key": "[REDACTED]"}'
     for harmless in ("Incorrect API key provided: sk-proj-****abcd", "Invalid token: expired",
                      '"key": "messages.0.content"', "hf_hub_download failed", "model pplx-70b-online not found",
                      '"token": "expired"'):
