@@ -1,9 +1,9 @@
 """Secret redaction: applied to every message before it is matched, logged, sent or echoed.
 
-An RE2 set first tells, in one linear pass, whether any shape is present at all (the
-common case: none is, and the text is returned as it came); only then does one
-compiled alternation replace them. Each shape keeps a short, non-secret prefix ("sk-", "Bearer ") so a reader still sees
-what kind of secret was there.
+An RE2 set first tells, in one linear pass, which shapes may be present (the common case:
+none is, and the text is returned as it came); only then does one compiled alternation of
+those shapes replace them. A shape with a non-secret prefix ("gsk_", "Bearer ") keeps it, so a
+reader still sees what kind of secret was there.
 """
 
 from __future__ import annotations
