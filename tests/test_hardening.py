@@ -72,7 +72,7 @@ def test_api_never_answers_5xx_to_any_json(served: str, body: Any) -> None:
 
 # The document comes from the app itself (no server needed to collect); the calls go to a real
 # uvicorn, with the admin token, so the admin paths are read too. The coverage phase (boundary
-# values: `?limit=0` found an undocumented content type) runs since schemathesis 4.32. A reload
+# values: `?limit=0` found an undocumented content type) runs from schemathesis 4.32 on. A reload
 # retrains the fallback in a child process each time: that path has its own tests.
 schema = schemathesis.openapi.from_dict(
     create_app(Settings(rules_dir=RULES), registry=CollectorRegistry()).openapi(),
