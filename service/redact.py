@@ -39,10 +39,11 @@ _VENDOR_KEYS: tuple[tuple[str, str], ...] = (
     ("shp(?:at|ca|pa|ss)_", "[A-Fa-f0-9]{32}"), ("ATATT", "[A-Za-z0-9_=-]{30,}"),  # Shopify, Atlassian
     ("npm_", "[A-Za-z0-9]{36}"), ("do[por]_v1_", "[a-f0-9]{64}"), ("SG\\.", "[A-Za-z0-9_-]{16,}\\.[A-Za-z0-9_-]{16,}"),
 )
+_VENDOR_PREFIXES = "|".join(prefix for prefix, _ in _VENDOR_KEYS)
 # Before a key of no known shape: not a JWT or a vendor's key, which their own shapes mask whole
 # (a JWT's dots would end the generic run and leave its signature) or keeping the prefix.
-_NOT_KNOWN_SHAPE = "(?!(?-i:eyJ|" + "|".join(prefix for prefix, _ in _VENDOR_KEYS) + "))"
-# (name, pattern); a group named k<N> is a harmless prefix kept verbatim before the mask.
+_NOT_KNOWN_SHAPE = f"(?!(?-i:eyJ|{_VENDOR_PREFIXES}))"
+# (name, pattern); a group whose name starts with k is a harmless prefix kept verbatim before the mask.
 _SHAPES: tuple[tuple[str, str], ...] = (
     ("private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{0,8192}?-----END [A-Z ]*PRIVATE KEY-----"),
     ("jwt", r"(?-i:\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,})"),
@@ -66,7 +67,7 @@ _SHAPES: tuple[tuple[str, str], ...] = (
 # Each shape's kept prefix group, if it has one: the mask reads the matched shape's (`lastgroup`).
 _KEPT_GROUP = {name: next((group for group in re.compile(body).groupindex if group.startswith("k")), None)
                for name, body in _SHAPES}
-_VENDOR_SHAPES = tuple(name for name, _ in _SHAPES if name.startswith("vendor_key"))
+_VENDOR_SHAPES = tuple(f"vendor_key{i}" for i in range(len(_VENDOR_KEYS)))
 
 
 def _detector() -> tuple[re2.Set, list[tuple[str, ...]]]:
@@ -77,7 +78,7 @@ def _detector() -> tuple[re2.Set, list[tuple[str, ...]]]:
     options.case_sensitive = False
     options.log_errors = False
     detector = re2.Set.SearchSet(options)
-    detector.Add(r"(?-i:\b(?:" + "|".join(prefix for prefix, _ in _VENDOR_KEYS) + r"))[A-Za-z0-9_.=-]{8}")
+    detector.Add(rf"(?-i:\b(?:{_VENDOR_PREFIXES}))[A-Za-z0-9_.=-]{{8}}")
     entries = [_VENDOR_SHAPES]
     for name, body in _SHAPES:
         if name not in _VENDOR_SHAPES:
